@@ -1,0 +1,144 @@
+#ifndef STRATA_EMBEDDING_EMBEDDING_STORE_H_
+#define STRATA_EMBEDDING_EMBEDDING_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/clock.h"
+#include "common/file_system.h"
+#include "embedding/table_config.h"
+
+namespace rocksdb {
+class Env;
+}  // namespace rocksdb
+
+namespace strata {
+
+// What an acknowledged push survives.
+enum class Durability {
+  // Each acknowledged push is fsynced to the write-ahead log before the
+  // acknowledgement: survives kill -9 and power loss. Concurrent pushes share
+  // fsyncs (group commit).
+  kSync,
+  // Each acknowledged push is in the write-ahead log in the OS page cache:
+  // survives kill -9 of the process, not power loss.
+  kGroup,
+  // Updated rows are written every flush interval: a crash loses at most the
+  // pushes of the last interval, and never applies a push twice.
+  kPeriodic,
+};
+
+absl::string_view DurabilityName(Durability durability);
+absl::StatusOr<Durability> ParseDurability(absl::string_view name);
+
+struct EmbeddingStoreOptions {
+  // Directory of the store; created when missing. Required.
+  std::string data_dir;
+  // Default: kGroup.
+  Durability durability = Durability::kGroup;
+  // kPeriodic only: how often updated rows are written. Default: 1 s.
+  absl::Duration flush_interval = absl::Seconds(1);
+  // Default: Clock::Real().
+  Clock* clock = Clock::Real();
+  // Our own files (checkpoint manifests). Default: FileSystem::Default().
+  FileSystem* file_system = FileSystem::Default();
+  // RocksDB's environment; tests may pass rocksdb::NewMemEnv(). Default:
+  // rocksdb::Env::Default().
+  rocksdb::Env* rocksdb_env = nullptr;
+};
+
+struct TableStats {
+  EmbeddingTableConfig config;
+  uint64_t num_rows = 0;
+  uint64_t memory_bytes = 0;
+};
+
+// The gradients of `keys` of one table, keys.size() * dim floats.
+struct GradientBatch {
+  absl::string_view table;
+  absl::Span<const FeatureId> keys;
+  absl::Span<const float> gradients;
+};
+
+// Identifies a push for deduplication. An empty client_id disables it.
+struct PushId {
+  std::string client_id;
+  uint64_t sequence = 0;
+};
+
+struct CheckpointInfo {
+  std::string checkpoint_id;
+  uint64_t global_step = 0;
+  uint64_t num_rows = 0;
+};
+
+// The rows of one shard: tables in memory, persisted in RocksDB (values and
+// optimizer state in separate column families), with durability as chosen,
+// automatic recovery on open, consistent checkpoints and restore.
+// Thread-safe.
+//
+// Example:
+//   EmbeddingStoreOptions options;
+//   options.data_dir = "/var/lib/strata/shard0";
+//   auto store = EmbeddingStore::Open(options);
+//   (*store)->CreateTable(config);
+//   (*store)->Lookup("user", keys, absl::MakeSpan(values));
+class EmbeddingStore {
+ public:
+  virtual ~EmbeddingStore() = default;
+
+  // Opens (or creates) the store in options.data_dir and loads its rows.
+  // Errors: INVALID_ARGUMENT for bad options, DATA_LOSS for a corrupt store,
+  // INTERNAL or NOT_FOUND when the directory cannot be used.
+  static absl::StatusOr<std::unique_ptr<EmbeddingStore>> Open(
+      const EmbeddingStoreOptions& options);
+
+  // Returns true if created, false if an identical table existed.
+  // ALREADY_EXISTS when a table of that name has another config.
+  virtual absl::StatusOr<bool> CreateTable(
+      const EmbeddingTableConfig& config) = 0;
+  virtual std::vector<TableStats> ListTables() = 0;
+  // NOT_FOUND for an unknown table.
+  virtual absl::StatusOr<EmbeddingTableConfig> GetTableConfig(
+      absl::string_view table) = 0;
+
+  // Writes keys.size() * dim floats to `out`. NOT_FOUND for an unknown
+  // table, INVALID_ARGUMENT when `out` has the wrong size.
+  virtual absl::Status Lookup(absl::string_view table,
+                              absl::Span<const FeatureId> keys,
+                              absl::Span<float> out) = 0;
+
+  // Validates every batch (known table, gradient size, finite values) before
+  // applying any, then applies them all. Returns true when `id` was already
+  // applied (nothing is applied again). On return the push is as durable as
+  // the store's durability mode promises.
+  virtual absl::StatusOr<bool> ApplyGradients(
+      absl::Span<const GradientBatch> batches, const PushId& id) = 0;
+
+  // Writes every buffered update (kPeriodic) to disk.
+  virtual absl::Status Flush() = 0;
+
+  // A consistent checkpoint of every table (values and optimizer state from
+  // one point in time), tagged with `global_step`. ALREADY_EXISTS when the id
+  // is taken; INVALID_ARGUMENT for a bad id.
+  virtual absl::StatusOr<CheckpointInfo> Checkpoint(
+      absl::string_view checkpoint_id, uint64_t global_step) = 0;
+  // Replaces every table and row by the checkpoint's. NOT_FOUND when there is
+  // no such checkpoint.
+  virtual absl::StatusOr<CheckpointInfo> Restore(
+      absl::string_view checkpoint_id) = 0;
+  virtual std::vector<std::string> ListCheckpoints() = 0;
+
+  virtual Durability durability() const = 0;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_EMBEDDING_EMBEDDING_STORE_H_

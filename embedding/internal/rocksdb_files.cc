@@ -1,0 +1,145 @@
+#include "embedding/internal/rocksdb_files.h"
+
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+
+namespace strata {
+namespace embedding_internal {
+namespace {
+
+constexpr char kManifestName[] = "STRATA_CHECKPOINT";
+constexpr char kStagingPrefix[] = ".staging-";
+
+}  // namespace
+
+RocksDbFiles::RocksDbFiles(std::string data_dir, FileSystem* file_system)
+    : data_dir_(std::move(data_dir)),
+      db_dir_(absl::StrCat(data_dir_, "/db")),
+      checkpoints_dir_(absl::StrCat(data_dir_, "/checkpoints")),
+      file_system_(file_system) {}
+
+absl::Status RocksDbFiles::Prepare() {
+  if (file_system_->Exists(data_dir_) && !file_system_->IsDirectory(data_dir_)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("data_dir ", data_dir_, " exists and is not a directory"));
+  }
+  STRATA_RETURN_IF_ERROR(file_system_->CreateDirs(checkpoints_dir_));
+  const std::string restoring = absl::StrCat(data_dir_, "/db.restoring");
+  const std::string old = absl::StrCat(data_dir_, "/db.old");
+  // A restore moves db -> db.old, then db.restoring -> db. A crash between the
+  // two leaves no db: finish the restore. Before the first, roll it back.
+  if (!file_system_->Exists(db_dir_) && file_system_->Exists(restoring)) {
+    STRATA_RETURN_IF_ERROR(file_system_->Rename(restoring, db_dir_));
+  }
+  STRATA_RETURN_IF_ERROR(file_system_->DeleteRecursively(restoring));
+  STRATA_RETURN_IF_ERROR(file_system_->DeleteRecursively(old));
+  STRATA_ASSIGN_OR_RETURN(std::vector<std::string> names,
+                          file_system_->ListDir(checkpoints_dir_));
+  for (const std::string& name : names) {
+    if (absl::StartsWith(name, kStagingPrefix)) {
+      STRATA_RETURN_IF_ERROR(file_system_->DeleteRecursively(
+          absl::StrCat(checkpoints_dir_, "/", name)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbFiles::ValidateCheckpointId(absl::string_view id) {
+  if (id.empty() || id.size() > 128 || id[0] == '.') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "checkpoint id '", id, "' must be 1..128 characters, not starting "
+        "with '.'"));
+  }
+  for (char c : id) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+                    (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "checkpoint id '", id, "' may only hold letters, digits, '_', '-' "
+          "and '.'"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::string RocksDbFiles::CheckpointDir(absl::string_view id) const {
+  return absl::StrCat(checkpoints_dir_, "/", id);
+}
+
+std::string RocksDbFiles::CheckpointStagingDir(absl::string_view id) const {
+  return absl::StrCat(checkpoints_dir_, "/", kStagingPrefix, id);
+}
+
+bool RocksDbFiles::CheckpointExists(absl::string_view id) {
+  return file_system_->Exists(CheckpointDir(id));
+}
+
+absl::Status RocksDbFiles::PublishCheckpoint(const std::string& staging_dir,
+                                             const CheckpointInfo& info) {
+  STRATA_RETURN_IF_ERROR(file_system_->WriteFileAtomically(
+      absl::StrCat(staging_dir, "/", kManifestName),
+      absl::StrCat("global_step=", info.global_step,
+                   "\nnum_rows=", info.num_rows, "\n")));
+  return file_system_->Rename(staging_dir, CheckpointDir(info.checkpoint_id));
+}
+
+absl::StatusOr<CheckpointInfo> RocksDbFiles::ReadCheckpointInfo(
+    absl::string_view id) {
+  absl::StatusOr<std::string> manifest = file_system_->ReadFile(
+      absl::StrCat(CheckpointDir(id), "/", kManifestName));
+  if (!manifest.ok()) {
+    return absl::NotFoundError(absl::StrCat("no checkpoint '", id, "'"));
+  }
+  CheckpointInfo info;
+  info.checkpoint_id = std::string(id);
+  for (absl::string_view line : absl::StrSplit(*manifest, '\n')) {
+    if (absl::ConsumePrefix(&line, "global_step=") &&
+        !absl::SimpleAtoi(line, &info.global_step)) {
+      return absl::DataLossError(
+          absl::StrCat("checkpoint '", id, "' has a corrupt manifest"));
+    }
+  }
+  return info;
+}
+
+std::vector<std::string> RocksDbFiles::ListCheckpoints() {
+  std::vector<std::string> out;
+  absl::StatusOr<std::vector<std::string>> names =
+      file_system_->ListDir(checkpoints_dir_);
+  if (!names.ok()) return out;
+  for (const std::string& name : *names) {
+    if (!absl::StartsWith(name, kStagingPrefix) &&
+        file_system_->Exists(
+            absl::StrCat(checkpoints_dir_, "/", name, "/", kManifestName))) {
+      out.push_back(name);
+    }
+  }
+  return out;
+}
+
+absl::Status RocksDbFiles::ReplaceDbWithCheckpoint(absl::string_view id) {
+  const std::string restoring = absl::StrCat(data_dir_, "/db.restoring");
+  const std::string old = absl::StrCat(data_dir_, "/db.old");
+  STRATA_RETURN_IF_ERROR(file_system_->DeleteRecursively(restoring));
+  // A copy, not links: the restored database will modify its own files and
+  // the checkpoint must stay as it was.
+  std::error_code error;
+  std::filesystem::copy(CheckpointDir(id), restoring,
+                        std::filesystem::copy_options::recursive, error);
+  if (error) {
+    return absl::InternalError(absl::StrCat("cannot copy checkpoint '", id,
+                                            "': ", error.message()));
+  }
+  STRATA_RETURN_IF_ERROR(file_system_->Rename(db_dir_, old));
+  STRATA_RETURN_IF_ERROR(file_system_->Rename(restoring, db_dir_));
+  return file_system_->DeleteRecursively(old);
+}
+
+}  // namespace embedding_internal
+}  // namespace strata

@@ -1,0 +1,57 @@
+#ifndef STRATA_EMBEDDING_INTERNAL_ROCKSDB_FILES_H_
+#define STRATA_EMBEDDING_INTERNAL_ROCKSDB_FILES_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/file_system.h"
+#include "embedding/embedding_store.h"
+
+namespace strata {
+namespace embedding_internal {
+
+// The layout of a store's data_dir:
+//   db/                      the live RocksDB database
+//   checkpoints/<id>/        a RocksDB checkpoint plus STRATA_CHECKPOINT
+//   checkpoints/.staging-<id>/  a checkpoint being written
+//   db.restoring/, db.old/   the two sides of a restore in progress
+// and the moves that keep it consistent across a crash at any point.
+// Not thread-safe: the store calls it under its commit lock.
+class RocksDbFiles {
+ public:
+  RocksDbFiles(std::string data_dir, FileSystem* file_system);
+
+  const std::string& db_dir() const { return db_dir_; }
+
+  // Creates the directories and finishes or rolls back a restore that a
+  // crash interrupted.
+  absl::Status Prepare();
+
+  static absl::Status ValidateCheckpointId(absl::string_view id);
+  bool CheckpointExists(absl::string_view id);
+  std::string CheckpointStagingDir(absl::string_view id) const;
+  // Writes the manifest into `staging_dir` and moves it into place.
+  absl::Status PublishCheckpoint(const std::string& staging_dir,
+                                 const CheckpointInfo& info);
+  absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(absl::string_view id);
+  std::vector<std::string> ListCheckpoints();
+
+  // Replaces db/ by a copy of checkpoint `id`. REQUIRES: db/ is closed.
+  absl::Status ReplaceDbWithCheckpoint(absl::string_view id);
+
+ private:
+  std::string CheckpointDir(absl::string_view id) const;
+
+  const std::string data_dir_;
+  const std::string db_dir_;
+  const std::string checkpoints_dir_;
+  FileSystem* const file_system_;
+};
+
+}  // namespace embedding_internal
+}  // namespace strata
+
+#endif  // STRATA_EMBEDDING_INTERNAL_ROCKSDB_FILES_H_

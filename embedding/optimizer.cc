@@ -1,0 +1,126 @@
+#include "embedding/optimizer.h"
+
+#include <cmath>
+
+namespace strata {
+namespace {
+
+class SgdOptimizer final : public Optimizer {
+ public:
+  SgdOptimizer(const OptimizerConfig& config, uint32_t dim)
+      : Optimizer(dim), lr_(config.learning_rate) {}
+  uint32_t state_dim() const override { return 0; }
+  void InitState(float*) const override {}
+  void Apply(const float* g, float* w, float*) const override {
+    for (uint32_t i = 0; i < dim(); ++i) w[i] -= lr_ * g[i];
+  }
+
+ private:
+  float lr_;
+};
+
+class AdagradOptimizer final : public Optimizer {
+ public:
+  AdagradOptimizer(const OptimizerConfig& config, uint32_t dim)
+      : Optimizer(dim),
+        lr_(config.learning_rate),
+        initial_(config.initial_accumulator),
+        epsilon_(config.epsilon) {}
+  uint32_t state_dim() const override { return dim(); }
+  void InitState(float* state) const override {
+    for (uint32_t i = 0; i < dim(); ++i) state[i] = initial_;
+  }
+  void Apply(const float* g, float* w, float* acc) const override {
+    for (uint32_t i = 0; i < dim(); ++i) {
+      acc[i] += g[i] * g[i];
+      w[i] -= lr_ * g[i] / (std::sqrt(acc[i]) + epsilon_);
+    }
+  }
+
+ private:
+  float lr_, initial_, epsilon_;
+};
+
+class AdamOptimizer final : public Optimizer {
+ public:
+  AdamOptimizer(const OptimizerConfig& config, uint32_t dim)
+      : Optimizer(dim),
+        lr_(config.learning_rate),
+        beta1_(config.beta1),
+        beta2_(config.beta2),
+        epsilon_(config.epsilon) {}
+  uint32_t state_dim() const override { return 2 * dim() + 1; }
+  void InitState(float* state) const override {
+    for (uint32_t i = 0; i < state_dim(); ++i) state[i] = 0.0f;
+  }
+  void Apply(const float* g, float* w, float* state) const override {
+    float* m = state;
+    float* v = state + dim();
+    float& step = state[2 * dim()];
+    step += 1.0f;
+    const float bias1 = 1.0f - std::pow(beta1_, step);
+    const float bias2 = 1.0f - std::pow(beta2_, step);
+    for (uint32_t i = 0; i < dim(); ++i) {
+      m[i] = beta1_ * m[i] + (1.0f - beta1_) * g[i];
+      v[i] = beta2_ * v[i] + (1.0f - beta2_) * g[i] * g[i];
+      const float m_hat = m[i] / bias1;
+      const float v_hat = v[i] / bias2;
+      w[i] -= lr_ * m_hat / (std::sqrt(v_hat) + epsilon_);
+    }
+  }
+
+ private:
+  float lr_, beta1_, beta2_, epsilon_;
+};
+
+class FtrlOptimizer final : public Optimizer {
+ public:
+  FtrlOptimizer(const OptimizerConfig& config, uint32_t dim)
+      : Optimizer(dim),
+        alpha_(config.learning_rate),
+        beta_(config.ftrl_beta),
+        l1_(config.l1),
+        l2_(config.l2) {}
+  uint32_t state_dim() const override { return 2 * dim(); }
+  void InitState(float* state) const override {
+    for (uint32_t i = 0; i < state_dim(); ++i) state[i] = 0.0f;
+  }
+  void Apply(const float* g, float* w, float* state) const override {
+    float* z = state;
+    float* n = state + dim();
+    for (uint32_t i = 0; i < dim(); ++i) {
+      const float n_new = n[i] + g[i] * g[i];
+      const float sigma = (std::sqrt(n_new) - std::sqrt(n[i])) / alpha_;
+      z[i] += g[i] - sigma * w[i];
+      n[i] = n_new;
+      if (std::fabs(z[i]) <= l1_) {
+        w[i] = 0.0f;
+      } else {
+        const float sign = z[i] < 0 ? -1.0f : 1.0f;
+        w[i] = -(z[i] - sign * l1_) / ((beta_ + std::sqrt(n[i])) / alpha_ + l2_);
+      }
+    }
+  }
+
+ private:
+  float alpha_, beta_, l1_, l2_;
+};
+
+}  // namespace
+
+std::unique_ptr<Optimizer> Optimizer::Create(const OptimizerConfig& config,
+                                             uint32_t dim) {
+  switch (config.type) {
+    case OptimizerType::kSgd:
+      return std::make_unique<SgdOptimizer>(config, dim);
+    case OptimizerType::kAdagrad:
+      return std::make_unique<AdagradOptimizer>(config, dim);
+    case OptimizerType::kAdam:
+      return std::make_unique<AdamOptimizer>(config, dim);
+    case OptimizerType::kFtrl:
+      return std::make_unique<FtrlOptimizer>(config, dim);
+  }
+  return nullptr;
+}
+
+}  // namespace strata

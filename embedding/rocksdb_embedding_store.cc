@@ -1,0 +1,576 @@
+// EmbeddingStore on RocksDB: rows in memory (EmbeddingTable), made durable in
+// three column families: "default" (tables, push windows), "values" and
+// "optimizer". Row keys are the big-endian table id then the big-endian
+// feature id, so each table's rows are contiguous and ordered.
+
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "embedding/embedding_store.h"
+#include "embedding/embedding_table.h"
+#include "embedding/internal/push_deduplicator.h"
+#include "embedding/internal/rocksdb_files.h"
+#include "rocksdb/db.h"
+#include "rocksdb/utilities/checkpoint.h"
+#include "rocksdb/write_batch.h"
+
+namespace strata {
+namespace {
+
+using embedding_internal::PushDeduplicator;
+using embedding_internal::RocksDbFiles;
+
+constexpr char kTablePrefix[] = "table/";
+constexpr char kClientPrefix[] = "client/";
+
+std::string RowKey(TableId table, FeatureId key) {
+  char buf[12];
+  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>(table >> (24 - 8 * i));
+  for (int i = 0; i < 8; ++i) {
+    buf[4 + i] = static_cast<char>(key >> (56 - 8 * i));
+  }
+  return std::string(buf, sizeof(buf));
+}
+
+bool ParseRowKey(const rocksdb::Slice& slice, TableId* table, FeatureId* key) {
+  if (slice.size() != 12) return false;
+  const auto* p = reinterpret_cast<const unsigned char*>(slice.data());
+  *table = 0;
+  *key = 0;
+  for (int i = 0; i < 4; ++i) *table = (*table << 8) | p[i];
+  for (int i = 4; i < 12; ++i) *key = (*key << 8) | p[i];
+  return true;
+}
+
+rocksdb::Slice FloatSlice(const float* data, size_t count) {
+  return rocksdb::Slice(reinterpret_cast<const char*>(data),
+                        count * sizeof(float));
+}
+
+absl::Status FirstInvalidGradient(const GradientBatch& batch, uint32_t dim) {
+  if (batch.keys.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", batch.table, "': empty batch of keys"));
+  }
+  if (batch.gradients.size() != batch.keys.size() * size_t{dim}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table '", batch.table, "': ", batch.gradients.size(),
+        " gradient values for ", batch.keys.size(), " keys of dimension ", dim,
+        " (expected ", batch.keys.size() * size_t{dim}, ")"));
+  }
+  for (size_t i = 0; i < batch.gradients.size(); ++i) {
+    if (!std::isfinite(batch.gradients[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", batch.table, "': gradient of key ", batch.keys[i / dim],
+          " holds a non-finite value (", batch.gradients[i], ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+class RocksDbEmbeddingStore final : public EmbeddingStore {
+ public:
+  explicit RocksDbEmbeddingStore(const EmbeddingStoreOptions& options)
+      : options_(options), files_(options.data_dir, options.file_system) {}
+
+  ~RocksDbEmbeddingStore() override {
+    if (flusher_.joinable()) {
+      stop_flusher_.Notify();
+      flusher_.join();
+    }
+    absl::Status flushed = Flush();
+    if (!flushed.ok()) {
+      STRATA_LOG(ERROR, "store") << "final flush failed: " << flushed;
+    }
+    absl::MutexLock lock(&commit_mu_);
+    CloseDbLocked();
+  }
+
+  absl::Status Init() {
+    absl::MutexLock lock(&commit_mu_);
+    STRATA_RETURN_IF_ERROR(files_.Prepare());
+    STRATA_RETURN_IF_ERROR(OpenDbLocked());
+    if (options_.durability == Durability::kPeriodic) {
+      flusher_ = std::thread([this] { FlushLoop(); });
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<bool> CreateTable(const EmbeddingTableConfig& config) override;
+  std::vector<TableStats> ListTables() override;
+  absl::StatusOr<EmbeddingTableConfig> GetTableConfig(
+      absl::string_view table) override;
+  absl::Status Lookup(absl::string_view table, absl::Span<const FeatureId> keys,
+                      absl::Span<float> out) override;
+  absl::StatusOr<bool> ApplyGradients(absl::Span<const GradientBatch> batches,
+                                      const PushId& id) override;
+  absl::Status Flush() override;
+  absl::StatusOr<CheckpointInfo> Checkpoint(absl::string_view checkpoint_id,
+                                            uint64_t global_step) override;
+  absl::StatusOr<CheckpointInfo> Restore(
+      absl::string_view checkpoint_id) override;
+  std::vector<std::string> ListCheckpoints() override {
+    return files_.ListCheckpoints();
+  }
+  Durability durability() const override { return options_.durability; }
+
+ private:
+  absl::Status OpenDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  void CloseDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status LoadTablesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status LoadRowsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status WriteLocked(rocksdb::WriteBatch& batch, bool sync)
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
+  uint64_t TotalRows();
+  void FlushLoop();
+
+  EmbeddingTable* FindTable(absl::string_view name)
+      ABSL_SHARED_LOCKS_REQUIRED(tables_mu_) {
+    auto it = tables_.find(name);
+    return it == tables_.end() ? nullptr : it->second.get();
+  }
+
+  const EmbeddingStoreOptions options_;
+  RocksDbFiles files_;
+
+  // Pushes in kSync/kGroup mode hold it exclusively so that rows reach the
+  // log in the order they were updated; in kPeriodic mode they hold it shared
+  // and the flush holds it exclusively, to write a consistent cut. Checkpoint
+  // and Restore hold it exclusively. Lock order: commit_mu_, tables_mu_,
+  // stripe locks.
+  absl::Mutex commit_mu_;
+  std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(commit_mu_);
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(commit_mu_);
+
+  absl::Mutex tables_mu_;
+  absl::flat_hash_map<std::string, std::unique_ptr<EmbeddingTable>> tables_
+      ABSL_GUARDED_BY(tables_mu_);
+  TableId next_table_id_ ABSL_GUARDED_BY(tables_mu_) = 1;
+
+  PushDeduplicator deduplicator_;
+  absl::Notification stop_flusher_;
+  std::thread flusher_;
+};
+
+absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
+  rocksdb::Options db_options;
+  db_options.create_if_missing = true;
+  db_options.create_missing_column_families = true;
+  db_options.paranoid_checks = true;
+  if (options_.rocksdb_env != nullptr) db_options.env = options_.rocksdb_env;
+  // Rows are rewritten often: a larger memtable absorbs the churn.
+  db_options.write_buffer_size = 64 << 20;
+  std::vector<rocksdb::ColumnFamilyDescriptor> families = {
+      {rocksdb::kDefaultColumnFamilyName, rocksdb::ColumnFamilyOptions()},
+      {"values", rocksdb::ColumnFamilyOptions()},
+      {"optimizer", rocksdb::ColumnFamilyOptions()}};
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(db_options, files_.db_dir(), families,
+                                        &handles_, &db);
+  if (!s.ok()) {
+    if (s.IsCorruption()) {
+      return absl::DataLossError(absl::StrCat(
+          "store in ", options_.data_dir, " is corrupt: ", s.ToString()));
+    }
+    return absl::InternalError(absl::StrCat("cannot open store in ",
+                                            options_.data_dir, ": ",
+                                            s.ToString()));
+  }
+  db_.reset(db);
+  STRATA_RETURN_IF_ERROR(LoadTablesLocked());
+  return LoadRowsLocked();
+}
+
+void RocksDbEmbeddingStore::CloseDbLocked() {
+  if (!db_) return;
+  for (auto* handle : handles_) db_->DestroyColumnFamilyHandle(handle);
+  handles_.clear();
+  db_->Close().PermitUncheckedError();
+  db_.reset();
+}
+
+absl::Status RocksDbEmbeddingStore::LoadTablesLocked() {
+  absl::MutexLock lock(&tables_mu_);
+  tables_.clear();
+  deduplicator_.Clear();
+  next_table_id_ = 1;
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    const absl::string_view key(it->key().data(), it->key().size());
+    const absl::string_view value(it->value().data(), it->value().size());
+    absl::string_view rest = key;
+    if (absl::ConsumePrefix(&rest, kTablePrefix)) {
+      std::pair<absl::string_view, absl::string_view> id_and_config =
+          absl::StrSplit(value, absl::MaxSplits(' ', 1));
+      TableId id;
+      if (!absl::SimpleAtoi(id_and_config.first, &id)) {
+        return absl::DataLossError(
+            absl::StrCat("stored table '", rest, "' has a bad id"));
+      }
+      STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
+                              ParseTableConfig(id_and_config.second));
+      next_table_id_ = std::max(next_table_id_, id + 1);
+      tables_[config.name] = std::make_unique<EmbeddingTable>(config, id);
+    } else if (absl::ConsumePrefix(&rest, kClientPrefix)) {
+      STRATA_RETURN_IF_ERROR(deduplicator_.LoadWindow(std::string(rest), value));
+    }
+  }
+  if (!it->status().ok()) {
+    return absl::DataLossError(
+        absl::StrCat("cannot read tables: ", it->status().ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbEmbeddingStore::LoadRowsLocked() {
+  absl::MutexLock lock(&tables_mu_);
+  absl::flat_hash_map<TableId, EmbeddingTable*> by_id;
+  for (auto& [name, table] : tables_) by_id[table->id()] = table.get();
+  std::unique_ptr<rocksdb::Iterator> values(
+      db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
+  std::unique_ptr<rocksdb::Iterator> states(
+      db_->NewIterator(rocksdb::ReadOptions(), handles_[2]));
+  states->SeekToFirst();
+  uint64_t rows = 0;
+  for (values->SeekToFirst(); values->Valid(); values->Next()) {
+    TableId table_id;
+    FeatureId key;
+    if (!ParseRowKey(values->key(), &table_id, &key) ||
+        !by_id.contains(table_id)) {
+      return absl::DataLossError("stored row has a bad key or unknown table");
+    }
+    EmbeddingTable* table = by_id[table_id];
+    if (values->value().size() != table->dim() * sizeof(float)) {
+      return absl::DataLossError(absl::StrCat(
+          "stored row ", key, " of table '", table->config().name,
+          "' has ", values->value().size(), " bytes, expected ",
+          table->dim() * sizeof(float)));
+    }
+    std::vector<float> state(table->state_dim());
+    if (!state.empty()) {
+      // Both families hold the same keys in the same order.
+      while (states->Valid() && states->key().compare(values->key()) < 0) {
+        states->Next();
+      }
+      if (!states->Valid() || states->key() != values->key() ||
+          states->value().size() != state.size() * sizeof(float)) {
+        return absl::DataLossError(absl::StrCat(
+            "optimizer state of row ", key, " of table '",
+            table->config().name, "' is missing or has a bad size"));
+      }
+      std::memcpy(state.data(), states->value().data(), states->value().size());
+    }
+    std::vector<float> value(table->dim());
+    std::memcpy(value.data(), values->value().data(), values->value().size());
+    table->PutRow(key, value.data(), state.data());
+    ++rows;
+  }
+  if (!values->status().ok() || !states->status().ok()) {
+    return absl::DataLossError("cannot read stored rows");
+  }
+  STRATA_LOG(INFO, "store") << "loaded " << tables_.size() << " tables, "
+                            << rows << " rows from " << options_.data_dir;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
+    const EmbeddingTableConfig& config) {
+  STRATA_RETURN_IF_ERROR(ValidateTableConfig(config));
+  absl::MutexLock commit_lock(&commit_mu_);
+  absl::MutexLock lock(&tables_mu_);
+  if (EmbeddingTable* existing = FindTable(config.name)) {
+    if (SameTableConfig(existing->config(), config)) return false;
+    return absl::AlreadyExistsError(absl::StrCat(
+        "table '", config.name, "' already exists with another config: ",
+        SerializeTableConfig(existing->config())));
+  }
+  const TableId id = next_table_id_;
+  rocksdb::WriteBatch batch;
+  batch.Put(handles_[0], absl::StrCat(kTablePrefix, config.name),
+            absl::StrCat(id, " ", SerializeTableConfig(config)));
+  STRATA_RETURN_IF_ERROR(WriteLocked(batch, /*sync=*/true));
+  ++next_table_id_;
+  tables_[config.name] = std::make_unique<EmbeddingTable>(config, id);
+  STRATA_LOG(INFO, "store") << "created table " << SerializeTableConfig(config);
+  return true;
+}
+
+std::vector<TableStats> RocksDbEmbeddingStore::ListTables() {
+  absl::ReaderMutexLock lock(&tables_mu_);
+  std::vector<TableStats> out;
+  for (const auto& [name, table] : tables_) {
+    out.push_back({table->config(), table->num_rows(), table->memory_bytes()});
+  }
+  std::sort(out.begin(), out.end(), [](const TableStats& a, const TableStats& b) {
+    return a.config.name < b.config.name;
+  });
+  return out;
+}
+
+absl::StatusOr<EmbeddingTableConfig> RocksDbEmbeddingStore::GetTableConfig(
+    absl::string_view table) {
+  absl::ReaderMutexLock lock(&tables_mu_);
+  EmbeddingTable* found = FindTable(table);
+  if (found == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown table '", table, "'"));
+  }
+  return found->config();
+}
+
+absl::Status RocksDbEmbeddingStore::Lookup(absl::string_view table,
+                                           absl::Span<const FeatureId> keys,
+                                           absl::Span<float> out) {
+  absl::ReaderMutexLock lock(&tables_mu_);
+  EmbeddingTable* found = FindTable(table);
+  if (found == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown table '", table, "'"));
+  }
+  if (out.size() != keys.size() * size_t{found->dim()}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output of ", out.size(), " floats for ", keys.size(),
+        " keys of dimension ", found->dim()));
+  }
+  found->Lookup(keys, out.data());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
+    absl::Span<const GradientBatch> batches, const PushId& id) {
+  const bool periodic = options_.durability == Durability::kPeriodic;
+  if (periodic) {
+    commit_mu_.ReaderLock();
+  } else {
+    commit_mu_.Lock();
+  }
+  auto unlock = [&] {
+    if (periodic) {
+      commit_mu_.ReaderUnlock();
+    } else {
+      commit_mu_.Unlock();
+    }
+  };
+  std::vector<EmbeddingTable*> tables;
+  {
+    absl::ReaderMutexLock lock(&tables_mu_);
+    for (const GradientBatch& batch : batches) {
+      EmbeddingTable* table = FindTable(batch.table);
+      if (table == nullptr) {
+        unlock();
+        return absl::NotFoundError(
+            absl::StrCat("unknown table '", batch.table, "'"));
+      }
+      if (absl::Status s = FirstInvalidGradient(batch, table->dim()); !s.ok()) {
+        unlock();
+        return s;
+      }
+      tables.push_back(table);
+    }
+  }
+  if (!id.client_id.empty() && !deduplicator_.Claim(id.client_id, id.sequence)) {
+    unlock();
+    return true;
+  }
+  // Tables are never dropped while commit_mu_ is held, so the pointers stay
+  // valid without tables_mu_.
+  rocksdb::WriteBatch write;
+  EmbeddingTable::RowVisitor record;
+  TableId table_id = 0;
+  uint32_t dim = 0, state_dim = 0;
+  if (!periodic) {
+    record = [&](FeatureId key, const float* value, const float* state) {
+      const std::string row_key = RowKey(table_id, key);
+      write.Put(handles_[1], row_key, FloatSlice(value, dim));
+      if (state_dim > 0) {
+        write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
+      }
+    };
+  }
+  for (size_t b = 0; b < batches.size(); ++b) {
+    table_id = tables[b]->id();
+    dim = tables[b]->dim();
+    state_dim = tables[b]->state_dim();
+    tables[b]->ApplyGradients(batches[b].keys, batches[b].gradients.data(),
+                              /*track_dirty=*/periodic, record);
+  }
+  absl::Status written = absl::OkStatus();
+  if (!periodic) {
+    if (!id.client_id.empty()) {
+      write.Put(handles_[0], absl::StrCat(kClientPrefix, id.client_id),
+                deduplicator_.SerializeWindow(id.client_id));
+    }
+    written = WriteLocked(write, /*sync=*/false);
+  }
+  const bool sync = options_.durability == Durability::kSync;
+  rocksdb::DB* db = db_.get();
+  unlock();
+  STRATA_RETURN_IF_ERROR(written);
+  if (sync) {
+    // Outside the lock, so that concurrent pushes share one fsync: it makes
+    // every write before it durable, ours included.
+    rocksdb::Status s = db->SyncWAL();
+    if (!s.ok()) {
+      return absl::InternalError(absl::StrCat("fsync of the log failed: ",
+                                              s.ToString()));
+    }
+  }
+  return false;
+}
+
+absl::Status RocksDbEmbeddingStore::WriteLocked(rocksdb::WriteBatch& batch,
+                                                bool sync) {
+  rocksdb::WriteOptions write_options;
+  write_options.sync = sync;
+  rocksdb::Status s = db_->Write(write_options, &batch);
+  if (!s.ok()) {
+    return absl::InternalError(
+        absl::StrCat("write to the store failed: ", s.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbEmbeddingStore::Flush() {
+  absl::MutexLock lock(&commit_mu_);
+  return FlushLocked();
+}
+
+absl::Status RocksDbEmbeddingStore::FlushLocked() {
+  if (!db_ || options_.durability != Durability::kPeriodic) {
+    return absl::OkStatus();
+  }
+  rocksdb::WriteBatch write;
+  {
+    absl::ReaderMutexLock lock(&tables_mu_);
+    for (auto& [name, table] : tables_) {
+      const TableId id = table->id();
+      const uint32_t dim = table->dim(), state_dim = table->state_dim();
+      table->TakeDirtyRows(
+          [&](FeatureId key, const float* value, const float* state) {
+            const std::string row_key = RowKey(id, key);
+            write.Put(handles_[1], row_key, FloatSlice(value, dim));
+            if (state_dim > 0) {
+              write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
+            }
+          });
+    }
+  }
+  for (const auto& [client, window] : deduplicator_.TakeChangedWindows()) {
+    write.Put(handles_[0], absl::StrCat(kClientPrefix, client), window);
+  }
+  if (write.Count() == 0) return absl::OkStatus();
+  return WriteLocked(write, /*sync=*/true);
+}
+
+void RocksDbEmbeddingStore::FlushLoop() {
+  while (!stop_flusher_.WaitForNotificationWithTimeout(
+      options_.flush_interval)) {
+    absl::Status s = Flush();
+    if (!s.ok()) STRATA_LOG(ERROR, "store") << "periodic flush failed: " << s;
+  }
+}
+
+uint64_t RocksDbEmbeddingStore::TotalRows() {
+  absl::ReaderMutexLock lock(&tables_mu_);
+  uint64_t rows = 0;
+  for (const auto& [name, table] : tables_) rows += table->num_rows();
+  return rows;
+}
+
+absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Checkpoint(
+    absl::string_view checkpoint_id, uint64_t global_step) {
+  STRATA_RETURN_IF_ERROR(RocksDbFiles::ValidateCheckpointId(checkpoint_id));
+  absl::MutexLock lock(&commit_mu_);
+  if (files_.CheckpointExists(checkpoint_id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("checkpoint '", checkpoint_id, "' already exists"));
+  }
+  STRATA_RETURN_IF_ERROR(FlushLocked());
+  const std::string staging = files_.CheckpointStagingDir(checkpoint_id);
+  STRATA_RETURN_IF_ERROR(options_.file_system->DeleteRecursively(staging));
+  rocksdb::Checkpoint* raw = nullptr;
+  rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  if (s.ok()) {
+    // A log size of 0 flushes the memtables, so the checkpoint holds no WAL.
+    s = checkpoint->CreateCheckpoint(staging, /*log_size_for_flush=*/0);
+  }
+  if (!s.ok()) {
+    return absl::InternalError(
+        absl::StrCat("checkpoint failed: ", s.ToString()));
+  }
+  CheckpointInfo info{std::string(checkpoint_id), global_step, TotalRows()};
+  STRATA_RETURN_IF_ERROR(files_.PublishCheckpoint(staging, info));
+  STRATA_LOG(INFO, "store") << "checkpoint '" << checkpoint_id << "' at step "
+                            << global_step << ", " << info.num_rows << " rows";
+  return info;
+}
+
+absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
+    absl::string_view checkpoint_id) {
+  STRATA_RETURN_IF_ERROR(RocksDbFiles::ValidateCheckpointId(checkpoint_id));
+  absl::MutexLock lock(&commit_mu_);
+  STRATA_ASSIGN_OR_RETURN(CheckpointInfo info,
+                          files_.ReadCheckpointInfo(checkpoint_id));
+  CloseDbLocked();
+  absl::Status swapped = files_.ReplaceDbWithCheckpoint(checkpoint_id);
+  // Reopen in any case: after a failed swap the old store is still in place.
+  absl::Status reopened = OpenDbLocked();
+  STRATA_RETURN_IF_ERROR(swapped);
+  STRATA_RETURN_IF_ERROR(reopened);
+  info.num_rows = TotalRows();
+  STRATA_LOG(INFO, "store") << "restored checkpoint '" << checkpoint_id
+                            << "' of step " << info.global_step << ", "
+                            << info.num_rows << " rows";
+  return info;
+}
+
+}  // namespace
+
+absl::string_view DurabilityName(Durability durability) {
+  switch (durability) {
+    case Durability::kSync:
+      return "sync";
+    case Durability::kGroup:
+      return "group";
+    case Durability::kPeriodic:
+      return "periodic";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<Durability> ParseDurability(absl::string_view name) {
+  for (Durability d :
+       {Durability::kSync, Durability::kGroup, Durability::kPeriodic}) {
+    if (name == DurabilityName(d)) return d;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown durability '", name, "' (expected sync, group or periodic)"));
+}
+
+absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Open(
+    const EmbeddingStoreOptions& options) {
+  if (options.data_dir.empty()) {
+    return absl::InvalidArgumentError("data_dir is required");
+  }
+  if (options.durability == Durability::kPeriodic &&
+      options.flush_interval <= absl::ZeroDuration()) {
+    return absl::InvalidArgumentError("flush_interval must be positive");
+  }
+  auto store = std::make_unique<RocksDbEmbeddingStore>(options);
+  STRATA_RETURN_IF_ERROR(store->Init());
+  return store;
+}
+
+}  // namespace strata
