@@ -1,0 +1,212 @@
+// strata-server: one shard of the training parameter server.
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "common/command_line.h"
+#include "common/http_server.h"
+#include "common/logging.h"
+#include "embedding/embedding_store.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "server/shard_service.h"
+
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "Address to listen on. The default accepts local clients only.");
+ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free one (see --port_file).");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, the bound gRPC port is written to this file once serving.");
+ABSL_FLAG(int, shard_index, 0, "Index of this shard, 0..num_shards-1.");
+ABSL_FLAG(int, num_shards, 1, "Number of shards in the cluster.");
+ABSL_FLAG(std::string, data_dir, "",
+          "Directory of this shard's RocksDB store and checkpoints (required). "
+          "Created if missing; a restart on the same directory recovers every "
+          "table and row.");
+ABSL_FLAG(std::string, durability, "group",
+          "What an acknowledged push survives. 'sync': fsynced before the "
+          "acknowledgement, survives kill -9 and power loss. 'group': written "
+          "to the log before the acknowledgement, survives kill -9 of the "
+          "process but not power loss. 'periodic': rows written every "
+          "--flush_interval_ms, a crash loses at most that interval of pushes "
+          "(never applying one twice).");
+ABSL_FLAG(int, flush_interval_ms, 1000,
+          "With --durability=periodic: how often updated rows are written.");
+ABSL_FLAG(int, metrics_port, -1,
+          "HTTP port for /healthz and Prometheus /metrics; -1 disables, 0 "
+          "picks a free one.");
+ABSL_FLAG(int64_t, max_keys_per_request, 262144,
+          "Largest number of keys one Pull or Push may carry.");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
+
+namespace strata {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitRuntimeError = 1;
+constexpr int kExitUsage = 2;
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "strata-server: %s (see --help)\n", message.c_str());
+  return kExitUsage;
+}
+
+int Run() {
+  LogLevel level;
+  if (!ParseLogLevel(absl::GetFlag(FLAGS_log_level).c_str(), &level)) {
+    return UsageError("--log_level must be debug, info, warning or error");
+  }
+  SetMinLogLevel(level);
+  const int num_shards = absl::GetFlag(FLAGS_num_shards);
+  const int shard_index = absl::GetFlag(FLAGS_shard_index);
+  if (num_shards < 1) return UsageError("--num_shards must be >= 1");
+  if (shard_index < 0 || shard_index >= num_shards) {
+    return UsageError(absl::StrCat("--shard_index ", shard_index,
+                                   " is outside 0..", num_shards - 1));
+  }
+  if (absl::GetFlag(FLAGS_data_dir).empty()) {
+    return UsageError("--data_dir is required");
+  }
+  const int port = absl::GetFlag(FLAGS_port);
+  if (port < 0 || port > 65535) return UsageError("--port is outside 0..65535");
+  if (absl::GetFlag(FLAGS_max_keys_per_request) < 1) {
+    return UsageError("--max_keys_per_request must be >= 1");
+  }
+  absl::StatusOr<Durability> durability =
+      ParseDurability(absl::GetFlag(FLAGS_durability));
+  if (!durability.ok()) {
+    return UsageError(std::string(durability.status().message()));
+  }
+  if (absl::GetFlag(FLAGS_flush_interval_ms) < 1) {
+    return UsageError("--flush_interval_ms must be >= 1");
+  }
+
+  // Block the stop signals in every thread; the main thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  EmbeddingStoreOptions store_options;
+  store_options.data_dir = absl::GetFlag(FLAGS_data_dir);
+  store_options.durability = *durability;
+  store_options.flush_interval =
+      absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
+  absl::StatusOr<std::unique_ptr<EmbeddingStore>> store =
+      EmbeddingStore::Open(store_options);
+  if (!store.ok()) {
+    STRATA_LOG(ERROR, "server") << "cannot open --data_dir "
+                                << store_options.data_dir << ": "
+                                << store.status();
+    return kExitRuntimeError;
+  }
+
+  ShardServiceOptions service_options;
+  service_options.store = store->get();
+  service_options.shard_index = static_cast<uint32_t>(shard_index);
+  service_options.num_shards = static_cast<uint32_t>(num_shards);
+  service_options.max_keys_per_request =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_max_keys_per_request));
+  ShardService service(service_options);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  const std::string address =
+      absl::StrCat(absl::GetFlag(FLAGS_host), ":", port);
+  int bound_port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                           &bound_port);
+  // Without this, a second server could bind the same port and share it.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(512 << 20);
+  builder.SetMaxSendMessageSize(512 << 20);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    STRATA_LOG(ERROR, "server")
+        << "cannot listen on " << address
+        << ": the port is in use or the address is not local";
+    return kExitRuntimeError;
+  }
+
+  HttpServer http;
+  int metrics_port = -1;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    http.Handle("/healthz", [] { return HttpServer::Response{200, "text/plain", "ok\n"}; });
+    http.Handle("/metrics", [&service, &store] {
+      std::string body = service.metrics().PrometheusText();
+      absl::StrAppend(&body,
+                      "# HELP strata_table_rows Rows stored per table.\n"
+                      "# TYPE strata_table_rows gauge\n");
+      const std::vector<TableStats> tables = (*store)->ListTables();
+      for (const TableStats& t : tables) {
+        absl::StrAppend(&body, "strata_table_rows{table=\"", t.config.name,
+                        "\"} ", t.num_rows, "\n");
+      }
+      absl::StrAppend(&body,
+                      "# HELP strata_table_memory_bytes Memory held per "
+                      "table.\n# TYPE strata_table_memory_bytes gauge\n");
+      for (const TableStats& t : tables) {
+        absl::StrAppend(&body, "strata_table_memory_bytes{table=\"",
+                        t.config.name, "\"} ", t.memory_bytes, "\n");
+      }
+      return HttpServer::Response{200, "text/plain; version=0.0.4", body};
+    });
+    absl::StatusOr<int> started =
+        http.Start(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port));
+    if (!started.ok()) {
+      STRATA_LOG(ERROR, "server") << started.status().message();
+      server->Shutdown();
+      return kExitRuntimeError;
+    }
+    metrics_port = *started;
+  }
+
+  if (!absl::GetFlag(FLAGS_port_file).empty()) {
+    const std::string path = absl::GetFlag(FLAGS_port_file);
+    std::ofstream(path + ".tmp") << bound_port << "\n";
+    std::rename((path + ".tmp").c_str(), path.c_str());
+  }
+  STRATA_LOG(INFO, "server")
+      << "shard " << shard_index << "/" << num_shards << " serving on "
+      << absl::GetFlag(FLAGS_host) << ":" << bound_port
+      << " data_dir=" << store_options.data_dir
+      << " durability=" << DurabilityName(*durability)
+      << " metrics_port=" << metrics_port
+      << " max_keys_per_request=" << service_options.max_keys_per_request;
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  STRATA_LOG(INFO, "server") << "received signal " << signal_number
+                             << ", draining";
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  http.Stop();
+  absl::Status flushed = (*store)->Flush();
+  store->reset();
+  if (!flushed.ok()) {
+    STRATA_LOG(ERROR, "server") << "final flush failed: " << flushed;
+    return kExitRuntimeError;
+  }
+  STRATA_LOG(INFO, "server") << "stopped cleanly";
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  strata::ParseCommandLine(
+      "One shard of the Strata training parameter server.\n"
+      "Example: strata-server --port=50051 --shard_index=0 --num_shards=2 "
+      "--data_dir=/var/lib/strata/shard0 --durability=group",
+      argc, argv);
+  return strata::Run();
+}

@@ -1,0 +1,269 @@
+#include "server/shard_service.h"
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/fp16.h"
+#include "common/grpc_status.h"
+#include "common/hash.h"
+#include "common/status_macros.h"
+#include "server/table_config_proto.h"
+
+namespace strata {
+
+ShardService::ShardService(const ShardServiceOptions& options)
+    : options_(options), start_time_(options.clock->Now()) {}
+
+template <typename Body>
+grpc::ServerUnaryReactor* ShardService::Run(
+    grpc::CallbackServerContext* context, ShardMethod method, Body body) {
+  const absl::Time start = options_.clock->Now();
+  absl::Status status = body();
+  metrics_.Record(method, status.code(), options_.clock->Now() - start);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+absl::Status ShardService::CheckBatchSizes(
+    const google::protobuf::RepeatedPtrField<v1::TableBatch>& batches,
+    const char* what) const {
+  if (batches.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, " request holds no table batch"));
+  }
+  uint64_t total = 0;
+  for (const v1::TableBatch& batch : batches) {
+    if (batch.keys().empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          what, " batch of table '", batch.table(), "' holds no keys"));
+    }
+    total += static_cast<uint64_t>(batch.keys_size());
+  }
+  if (total > options_.max_keys_per_request) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " request holds ", total, " keys, over the maximum of ",
+        options_.max_keys_per_request, " (--max_keys_per_request)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardService::CheckOwnership(const v1::TableBatch& batch) const {
+  if (options_.num_shards <= 1) return absl::OkStatus();
+  const uint64_t table_hash = HashString(batch.table());
+  for (uint64_t key : batch.keys()) {
+    const uint32_t bucket = BucketOf(table_hash, key);
+    const uint32_t owner = DefaultBucketOwner(bucket, options_.num_shards);
+    if (owner != options_.shard_index) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "key ", key, " of table '", batch.table(), "' is in bucket ", bucket,
+          ", owned by shard ", owner, " of ", options_.num_shards,
+          ", not this shard ", options_.shard_index,
+          ": the client routes with another shard map"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardService::DoCreateTable(const v1::CreateTableRequest& request,
+                                         v1::CreateTableResponse& response) {
+  STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
+                          TableConfigFromProto(request.config()));
+  STRATA_ASSIGN_OR_RETURN(bool created, options_.store->CreateTable(config));
+  response.set_created(created);
+  return absl::OkStatus();
+}
+
+absl::Status ShardService::DoPull(const v1::PullRequest& request,
+                                  v1::PullResponse& response) {
+  STRATA_RETURN_IF_ERROR(CheckBatchSizes(request.batches(), "pull"));
+  const bool fp16 = request.encoding() == v1::FLOAT16;
+  if (!fp16 && request.encoding() != v1::FLOAT32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown value encoding ", request.encoding()));
+  }
+  uint64_t keys = 0;
+  for (const v1::TableBatch& batch : request.batches()) {
+    STRATA_RETURN_IF_ERROR(CheckOwnership(batch));
+    STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
+                            options_.store->GetTableConfig(batch.table()));
+    const size_t count = static_cast<size_t>(batch.keys_size()) * config.dim;
+    const absl::Span<const FeatureId> ids(batch.keys().data(),
+                                          batch.keys_size());
+    v1::TableBatch* out = response.add_batches();
+    if (fp16) {
+      std::vector<float> values(count);
+      STRATA_RETURN_IF_ERROR(
+          options_.store->Lookup(batch.table(), ids, absl::MakeSpan(values)));
+      std::string* bytes = out->mutable_values_fp16();
+      bytes->resize(count * sizeof(uint16_t));
+      std::vector<uint16_t> halves(count);
+      FloatsToHalves(values.data(), count, halves.data());
+      std::memcpy(bytes->data(), halves.data(), bytes->size());
+    } else {
+      // Reserve-and-add leaves the floats uninitialized: the lookup writes
+      // every one of them, so zero-filling first would be wasted work.
+      google::protobuf::RepeatedField<float>* values = out->mutable_values();
+      values->Reserve(static_cast<int>(count));
+      float* data = values->AddNAlreadyReserved(static_cast<int>(count));
+      STRATA_RETURN_IF_ERROR(options_.store->Lookup(
+          batch.table(), ids, absl::Span<float>(data, count)));
+    }
+    keys += static_cast<uint64_t>(batch.keys_size());
+  }
+  metrics_.AddKeysPulled(keys);
+  return absl::OkStatus();
+}
+
+absl::Status ShardService::DoPush(const v1::PushRequest& request,
+                                  v1::PushResponse& response) {
+  STRATA_RETURN_IF_ERROR(CheckBatchSizes(request.batches(), "push"));
+  const bool fp16 = request.encoding() == v1::FLOAT16;
+  if (!fp16 && request.encoding() != v1::FLOAT32) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown value encoding ", request.encoding()));
+  }
+  // Decoded fp16 gradients live here while the push is applied.
+  std::vector<std::vector<float>> decoded(
+      fp16 ? static_cast<size_t>(request.batches_size()) : 0);
+  std::vector<GradientBatch> batches;
+  batches.reserve(request.batches_size());
+  uint64_t keys = 0;
+  for (int b = 0; b < request.batches_size(); ++b) {
+    const v1::TableBatch& batch = request.batches(b);
+    STRATA_RETURN_IF_ERROR(CheckOwnership(batch));
+    absl::Span<const float> gradients(batch.values().data(),
+                                      batch.values_size());
+    if (fp16) {
+      if (batch.values_fp16().size() % sizeof(uint16_t) != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "push batch of table '", batch.table(),
+            "': values_fp16 has an odd number of bytes"));
+      }
+      const size_t count = batch.values_fp16().size() / sizeof(uint16_t);
+      std::vector<uint16_t> halves(count);
+      std::memcpy(halves.data(), batch.values_fp16().data(),
+                  batch.values_fp16().size());
+      decoded[b].resize(count);
+      HalvesToFloats(halves.data(), count, decoded[b].data());
+      gradients = absl::MakeConstSpan(decoded[b]);
+    }
+    batches.push_back(GradientBatch{
+        batch.table(),
+        absl::Span<const FeatureId>(batch.keys().data(), batch.keys_size()),
+        gradients});
+    keys += static_cast<uint64_t>(batch.keys_size());
+  }
+  STRATA_ASSIGN_OR_RETURN(
+      bool duplicate,
+      options_.store->ApplyGradients(
+          batches, PushId{request.client_id(), request.sequence()}));
+  response.set_duplicate(duplicate);
+  if (duplicate) {
+    metrics_.AddDuplicatePush();
+  } else {
+    metrics_.AddKeysPushed(keys);
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* ShardService::CreateTable(
+    grpc::CallbackServerContext* context, const v1::CreateTableRequest* request,
+    v1::CreateTableResponse* response) {
+  return Run(context, ShardMethod::kCreateTable,
+             [&] { return DoCreateTable(*request, *response); });
+}
+
+grpc::ServerUnaryReactor* ShardService::ListTables(
+    grpc::CallbackServerContext* context, const v1::ListTablesRequest*,
+    v1::ListTablesResponse* response) {
+  return Run(context, ShardMethod::kListTables, [&] {
+    for (const TableStats& stats : options_.store->ListTables()) {
+      v1::TableInfo* info = response->add_tables();
+      *info->mutable_config() = TableConfigToProto(stats.config);
+      info->set_num_rows(stats.num_rows);
+      info->set_memory_bytes(stats.memory_bytes);
+    }
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* ShardService::Pull(
+    grpc::CallbackServerContext* context, const v1::PullRequest* request,
+    v1::PullResponse* response) {
+  return Run(context, ShardMethod::kPull, [&] {
+    absl::Status status = DoPull(*request, *response);
+    if (!status.ok()) response->Clear();
+    return status;
+  });
+}
+
+grpc::ServerUnaryReactor* ShardService::Push(
+    grpc::CallbackServerContext* context, const v1::PushRequest* request,
+    v1::PushResponse* response) {
+  return Run(context, ShardMethod::kPush,
+             [&] { return DoPush(*request, *response); });
+}
+
+grpc::ServerUnaryReactor* ShardService::Checkpoint(
+    grpc::CallbackServerContext* context, const v1::CheckpointRequest* request,
+    v1::CheckpointResponse* response) {
+  return Run(context, ShardMethod::kCheckpoint, [&]() -> absl::Status {
+    const std::string id =
+        request->checkpoint_id().empty()
+            ? absl::StrCat("step-", request->global_step())
+            : request->checkpoint_id();
+    STRATA_ASSIGN_OR_RETURN(
+        CheckpointInfo info,
+        options_.store->Checkpoint(id, request->global_step()));
+    response->set_checkpoint_id(info.checkpoint_id);
+    response->set_global_step(info.global_step);
+    response->set_num_rows(info.num_rows);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* ShardService::Restore(
+    grpc::CallbackServerContext* context, const v1::RestoreRequest* request,
+    v1::RestoreResponse* response) {
+  return Run(context, ShardMethod::kRestore, [&]() -> absl::Status {
+    STRATA_ASSIGN_OR_RETURN(CheckpointInfo info,
+                            options_.store->Restore(request->checkpoint_id()));
+    response->set_global_step(info.global_step);
+    response->set_num_rows(info.num_rows);
+    return absl::OkStatus();
+  });
+}
+
+grpc::ServerUnaryReactor* ShardService::Stats(
+    grpc::CallbackServerContext* context, const v1::StatsRequest*,
+    v1::StatsResponse* response) {
+  return Run(context, ShardMethod::kStats, [&] {
+    response->set_shard_index(options_.shard_index);
+    response->set_num_shards(options_.num_shards);
+    response->set_durability(
+        std::string(DurabilityName(options_.store->durability())));
+    response->set_uptime_seconds(
+        absl::ToDoubleSeconds(options_.clock->Now() - start_time_));
+    response->set_pull_requests(metrics_.requests(ShardMethod::kPull));
+    response->set_push_requests(metrics_.requests(ShardMethod::kPush));
+    response->set_keys_pulled(metrics_.keys_pulled());
+    response->set_keys_pushed(metrics_.keys_pushed());
+    response->set_duplicate_pushes(metrics_.duplicate_pushes());
+    response->set_failed_requests(metrics_.failed_requests());
+    for (const TableStats& stats : options_.store->ListTables()) {
+      v1::TableInfo* info = response->add_tables();
+      *info->mutable_config() = TableConfigToProto(stats.config);
+      info->set_num_rows(stats.num_rows);
+      info->set_memory_bytes(stats.memory_bytes);
+    }
+    for (const std::string& id : options_.store->ListCheckpoints()) {
+      response->add_checkpoints(id);
+    }
+    return absl::OkStatus();
+  });
+}
+
+}  // namespace strata

@@ -1,0 +1,87 @@
+#ifndef STRATA_SERVER_SHARD_SERVICE_H_
+#define STRATA_SERVER_SHARD_SERVICE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "embedding/embedding_store.h"
+#include "proto/strata.grpc.pb.h"
+#include "server/request_metrics.h"
+
+namespace strata {
+
+struct ShardServiceOptions {
+  // The store this shard serves; not owned, must outlive the service.
+  EmbeddingStore* store = nullptr;
+  uint32_t shard_index = 0;
+  uint32_t num_shards = 1;
+  // Keys in one request, over all its batches. Default: 262144.
+  uint64_t max_keys_per_request = 262144;
+  // Default: Clock::Real().
+  Clock* clock = Clock::Real();
+};
+
+// The gRPC adapter of one training shard: checks what arrives from the
+// network (sizes, finiteness, key ownership), calls the store, and turns
+// its status into a gRPC status. Thread-safe.
+class ShardService final : public v1::ParameterServer::CallbackService {
+ public:
+  explicit ShardService(const ShardServiceOptions& options);
+
+  grpc::ServerUnaryReactor* CreateTable(
+      grpc::CallbackServerContext* context,
+      const v1::CreateTableRequest* request,
+      v1::CreateTableResponse* response) override;
+  grpc::ServerUnaryReactor* ListTables(
+      grpc::CallbackServerContext* context,
+      const v1::ListTablesRequest* request,
+      v1::ListTablesResponse* response) override;
+  grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context,
+                                 const v1::PullRequest* request,
+                                 v1::PullResponse* response) override;
+  grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
+                                 const v1::PushRequest* request,
+                                 v1::PushResponse* response) override;
+  grpc::ServerUnaryReactor* Checkpoint(
+      grpc::CallbackServerContext* context,
+      const v1::CheckpointRequest* request,
+      v1::CheckpointResponse* response) override;
+  grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* context,
+                                    const v1::RestoreRequest* request,
+                                    v1::RestoreResponse* response) override;
+  grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* context,
+                                  const v1::StatsRequest* request,
+                                  v1::StatsResponse* response) override;
+
+  const RequestMetrics& metrics() const { return metrics_; }
+
+  // The domain logic of each RPC, without gRPC; public for tests.
+  absl::Status DoCreateTable(const v1::CreateTableRequest& request,
+                             v1::CreateTableResponse& response);
+  absl::Status DoPull(const v1::PullRequest& request,
+                      v1::PullResponse& response);
+  absl::Status DoPush(const v1::PushRequest& request,
+                      v1::PushResponse& response);
+
+ private:
+  // Runs `body`, records its outcome in the metrics and finishes the call.
+  template <typename Body>
+  grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
+                                ShardMethod method, Body body);
+
+  absl::Status CheckBatchSizes(
+      const google::protobuf::RepeatedPtrField<v1::TableBatch>& batches,
+      const char* what) const;
+  // FAILED_PRECONDITION naming the first key this shard does not own.
+  absl::Status CheckOwnership(const v1::TableBatch& batch) const;
+
+  ShardServiceOptions options_;
+  absl::Time start_time_;
+  RequestMetrics metrics_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SERVER_SHARD_SERVICE_H_

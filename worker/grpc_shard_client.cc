@@ -1,0 +1,134 @@
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/health.grpc.pb.h"
+#include "proto/strata.grpc.pb.h"
+#include "worker/shard_client.h"
+
+namespace strata {
+namespace {
+
+std::chrono::system_clock::time_point DeadlineFromNow(absl::Duration timeout) {
+  return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
+}
+
+// Prefixes the shard's address so that a caller of a multi-shard client can
+// tell which shard failed.
+absl::Status Annotate(const std::string& address, const grpc::Status& status) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(
+      static_cast<absl::StatusCode>(status.error_code()),
+      absl::StrCat("shard ", address, ": ", status.error_message()));
+}
+
+class GrpcShardClient final : public ShardClient {
+ public:
+  explicit GrpcShardClient(const std::string& address) : address_(address) {
+    grpc::ChannelArguments args;
+    args.SetMaxReceiveMessageSize(-1);
+    args.SetMaxSendMessageSize(-1);
+    // Each client gets its own connection: clients in one process do not
+    // queue behind each other on one socket.
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    channel_ = grpc::CreateCustomChannel(
+        address, grpc::InsecureChannelCredentials(), args);
+    stub_ = v1::ParameterServer::NewStub(channel_);
+    health_ = grpc::health::v1::Health::NewStub(channel_);
+  }
+
+  const std::string& address() const override { return address_; }
+
+  void PullAsync(const v1::PullRequest& request, v1::PullResponse* response,
+                 absl::Duration deadline, Done done) override {
+    auto* context = new grpc::ClientContext();
+    context->set_deadline(DeadlineFromNow(deadline));
+    stub_->async()->Pull(context, &request, response,
+                         [this, context, done](grpc::Status status) {
+                           delete context;
+                           done(Annotate(address_, status));
+                         });
+  }
+
+  void PushAsync(const v1::PushRequest& request, v1::PushResponse* response,
+                 absl::Duration deadline, Done done) override {
+    auto* context = new grpc::ClientContext();
+    context->set_deadline(DeadlineFromNow(deadline));
+    stub_->async()->Push(context, &request, response,
+                         [this, context, done](grpc::Status status) {
+                           delete context;
+                           done(Annotate(address_, status));
+                         });
+  }
+
+  absl::Status CreateTable(const v1::CreateTableRequest& request,
+                           v1::CreateTableResponse* response,
+                           absl::Duration deadline) override {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineFromNow(deadline));
+    return Annotate(address_, stub_->CreateTable(&context, request, response));
+  }
+
+  absl::Status ListTables(v1::ListTablesResponse* response,
+                          absl::Duration deadline) override {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineFromNow(deadline));
+    return Annotate(address_, stub_->ListTables(&context, v1::ListTablesRequest(),
+                                               response));
+  }
+
+  absl::Status Stats(v1::StatsResponse* response,
+                     absl::Duration deadline) override {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineFromNow(deadline));
+    return Annotate(address_,
+                    stub_->Stats(&context, v1::StatsRequest(), response));
+  }
+
+  absl::Status Checkpoint(const v1::CheckpointRequest& request,
+                          v1::CheckpointResponse* response,
+                          absl::Duration deadline) override {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineFromNow(deadline));
+    return Annotate(address_, stub_->Checkpoint(&context, request, response));
+  }
+
+  absl::Status Restore(const v1::RestoreRequest& request,
+                       v1::RestoreResponse* response,
+                       absl::Duration deadline) override {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineFromNow(deadline));
+    return Annotate(address_, stub_->Restore(&context, request, response));
+  }
+
+  absl::Status CheckHealth(absl::Duration deadline) override {
+    grpc::ClientContext context;
+    context.set_deadline(DeadlineFromNow(deadline));
+    grpc::health::v1::HealthCheckRequest request;
+    grpc::health::v1::HealthCheckResponse response;
+    absl::Status status =
+        Annotate(address_, health_->Check(&context, request, &response));
+    if (status.ok() &&
+        response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
+      return absl::UnavailableError(
+          absl::StrCat("shard ", address_, " is not serving"));
+    }
+    return status;
+  }
+
+ private:
+  std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::ParameterServer::Stub> stub_;
+  std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+};
+
+}  // namespace
+
+std::unique_ptr<ShardClient> CreateGrpcShardClient(const std::string& address) {
+  return std::make_unique<GrpcShardClient>(address);
+}
+
+}  // namespace strata

@@ -1,0 +1,323 @@
+#include "worker/ps_client.h"
+
+#include <cstring>
+#include <random>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/blocking_counter.h"
+#include "common/fp16.h"
+#include "common/hash.h"
+#include "common/status_macros.h"
+
+namespace strata {
+namespace {
+
+std::string RandomClientId() {
+  std::random_device device;
+  const uint64_t high = (static_cast<uint64_t>(device()) << 32) | device();
+  const uint64_t low = (static_cast<uint64_t>(device()) << 32) | device();
+  return absl::StrFormat("%016x%016x", high, low);
+}
+
+absl::Status CheckSizes(absl::Span<const uint64_t> keys, size_t values,
+                        const char* what) {
+  if (keys.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(what, " of no keys"));
+  }
+  if (values == 0 || values % keys.size() != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": ", values, " values for ", keys.size(),
+                     " keys is not a whole number of rows"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+PsClient::PsClient(const PsClientOptions& options) : options_(options) {}
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
+    const PsClientOptions& options) {
+  if (options.shard_addresses.empty()) {
+    return absl::InvalidArgumentError("no shard addresses given");
+  }
+  std::unique_ptr<PsClient> client(new PsClient(options));
+  if (client->options_.client_id.empty()) {
+    client->options_.client_id = RandomClientId();
+  }
+  auto factory = options.shard_client_factory
+                     ? options.shard_client_factory
+                     : [](const std::string& address) {
+                         return CreateGrpcShardClient(address);
+                       };
+  for (const std::string& address : options.shard_addresses) {
+    if (address.empty()) {
+      return absl::InvalidArgumentError("empty shard address");
+    }
+    client->shards_.push_back(factory(address));
+  }
+  return client;
+}
+
+uint32_t PsClient::ShardOf(absl::string_view table, uint64_t key) const {
+  return DefaultBucketOwner(BucketOf(HashString(table), key),
+                            static_cast<uint32_t>(shards_.size()));
+}
+
+PsClient::Routing PsClient::Route(absl::string_view table,
+                                  absl::Span<const uint64_t> keys) const {
+  const uint64_t table_hash = HashString(table);
+  const uint32_t num_shards = static_cast<uint32_t>(shards_.size());
+  Routing routing;
+  routing.shard_keys.resize(num_shards);
+  routing.unique_of.resize(keys.size());
+  absl::flat_hash_map<uint64_t, uint32_t> unique;
+  unique.reserve(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto [it, inserted] = unique.try_emplace(
+        keys[i], static_cast<uint32_t>(routing.location.size()));
+    if (inserted) {
+      const uint32_t shard =
+          DefaultBucketOwner(BucketOf(table_hash, keys[i]), num_shards);
+      routing.location.emplace_back(
+          shard, static_cast<uint32_t>(routing.shard_keys[shard].size()));
+      routing.shard_keys[shard].push_back(keys[i]);
+    }
+    routing.unique_of[i] = it->second;
+  }
+  return routing;
+}
+
+absl::Status PsClient::FanOut(
+    std::vector<size_t> shards,
+    const std::function<void(size_t, ShardClient::Done)>& issue) {
+  Clock* clock = options_.clock;
+  const absl::Time give_up = clock->Now() + options_.retry_deadline;
+  absl::Duration backoff = options_.initial_backoff;
+  while (true) {
+    std::vector<absl::Status> results(shards.size());
+    absl::BlockingCounter pending(static_cast<int>(shards.size()));
+    for (size_t i = 0; i < shards.size(); ++i) {
+      issue(shards[i], [&results, &pending, i](absl::Status status) {
+        results[i] = std::move(status);
+        pending.DecrementCount();
+      });
+    }
+    pending.Wait();
+    std::vector<size_t> retry;
+    absl::Status last_unavailable;
+    for (size_t i = 0; i < shards.size(); ++i) {
+      if (results[i].ok()) continue;
+      if (results[i].code() != absl::StatusCode::kUnavailable) {
+        return results[i];
+      }
+      retry.push_back(shards[i]);
+      last_unavailable = results[i];
+    }
+    if (retry.empty()) return absl::OkStatus();
+    if (clock->Now() + backoff > give_up) {
+      return absl::UnavailableError(absl::StrCat(
+          last_unavailable.message(), " (gave up after retrying for ",
+          absl::FormatDuration(options_.retry_deadline), ")"));
+    }
+    clock->SleepFor(backoff);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+    shards = std::move(retry);
+  }
+}
+
+absl::Status PsClient::ForEachShard(
+    const std::function<absl::Status(size_t)>& call) {
+  std::vector<size_t> all(shards_.size());
+  for (size_t s = 0; s < all.size(); ++s) all[s] = s;
+  return FanOut(all, [&call](size_t shard, ShardClient::Done done) {
+    done(call(shard));
+  });
+}
+
+absl::Status PsClient::CreateTable(const v1::TableConfig& config) {
+  v1::CreateTableRequest request;
+  *request.mutable_config() = config;
+  return ForEachShard([&](size_t s) {
+    v1::CreateTableResponse response;
+    return shards_[s]->CreateTable(request, &response, options_.rpc_timeout);
+  });
+}
+
+absl::StatusOr<std::vector<v1::TableInfo>> PsClient::ListTables() {
+  std::vector<v1::ListTablesResponse> responses(shards_.size());
+  STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
+    responses[s].Clear();
+    return shards_[s]->ListTables(&responses[s], options_.rpc_timeout);
+  }));
+  std::vector<v1::TableInfo> merged;
+  absl::flat_hash_map<std::string, size_t> index;
+  for (const v1::ListTablesResponse& response : responses) {
+    for (const v1::TableInfo& info : response.tables()) {
+      auto [it, inserted] =
+          index.try_emplace(info.config().name(), merged.size());
+      if (inserted) {
+        merged.push_back(info);
+      } else {
+        v1::TableInfo& total = merged[it->second];
+        total.set_num_rows(total.num_rows() + info.num_rows());
+        total.set_memory_bytes(total.memory_bytes() + info.memory_bytes());
+      }
+    }
+  }
+  return merged;
+}
+
+absl::Status PsClient::Pull(absl::string_view table,
+                            absl::Span<const uint64_t> keys,
+                            absl::Span<float> out) {
+  STRATA_RETURN_IF_ERROR(CheckSizes(keys, out.size(), "pull"));
+  const size_t dim = out.size() / keys.size();
+  const Routing routing = Route(table, keys);
+  std::vector<v1::PullRequest> requests(shards_.size());
+  std::vector<v1::PullResponse> responses(shards_.size());
+  std::vector<size_t> targets;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (routing.shard_keys[s].empty()) continue;
+    v1::TableBatch* batch = requests[s].add_batches();
+    batch->set_table(std::string(table));
+    batch->mutable_keys()->Add(routing.shard_keys[s].begin(),
+                               routing.shard_keys[s].end());
+    requests[s].set_encoding(options_.encoding);
+    targets.push_back(s);
+  }
+  STRATA_RETURN_IF_ERROR(FanOut(targets, [&](size_t s, ShardClient::Done done) {
+    responses[s].Clear();
+    shards_[s]->PullAsync(requests[s], &responses[s], options_.rpc_timeout,
+                          std::move(done));
+  }));
+  // Decode each shard's answer once, then scatter rows in caller order.
+  std::vector<std::vector<float>> decoded(shards_.size());
+  std::vector<const float*> rows(shards_.size(), nullptr);
+  for (size_t s : targets) {
+    const size_t expected = routing.shard_keys[s].size() * dim;
+    const v1::TableBatch* answer =
+        responses[s].batches_size() == 1 ? &responses[s].batches(0) : nullptr;
+    const size_t got =
+        answer == nullptr ? 0
+        : options_.encoding == v1::FLOAT16
+            ? answer->values_fp16().size() / sizeof(uint16_t)
+            : static_cast<size_t>(answer->values_size());
+    if (got != expected) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard ", shards_[s]->address(), " answered ", got,
+          " values for ", routing.shard_keys[s].size(), " keys of table '",
+          table, "'; the caller's buffer implies dimension ", dim));
+    }
+    if (options_.encoding == v1::FLOAT16) {
+      decoded[s].resize(expected);
+      std::vector<uint16_t> halves(expected);
+      std::memcpy(halves.data(), answer->values_fp16().data(),
+                  expected * sizeof(uint16_t));
+      HalvesToFloats(halves.data(), expected, decoded[s].data());
+      rows[s] = decoded[s].data();
+    } else {
+      rows[s] = answer->values().data();
+    }
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto [shard, position] = routing.location[routing.unique_of[i]];
+    std::memcpy(out.data() + i * dim, rows[shard] + size_t{position} * dim,
+                dim * sizeof(float));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::Push(absl::string_view table,
+                            absl::Span<const uint64_t> keys,
+                            absl::Span<const float> gradients) {
+  STRATA_RETURN_IF_ERROR(CheckSizes(keys, gradients.size(), "push"));
+  const size_t dim = gradients.size() / keys.size();
+  const Routing routing = Route(table, keys);
+  // Sum the gradients of each unique key into its shard's buffer.
+  std::vector<std::vector<float>> summed(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    summed[s].assign(routing.shard_keys[s].size() * dim, 0.0f);
+  }
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const auto [shard, position] = routing.location[routing.unique_of[i]];
+    float* target = summed[shard].data() + size_t{position} * dim;
+    const float* source = gradients.data() + i * dim;
+    for (size_t d = 0; d < dim; ++d) target[d] += source[d];
+  }
+  const uint64_t sequence = next_sequence_.fetch_add(1);
+  std::vector<v1::PushRequest> requests(shards_.size());
+  std::vector<v1::PushResponse> responses(shards_.size());
+  std::vector<size_t> targets;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (routing.shard_keys[s].empty()) continue;
+    v1::PushRequest& request = requests[s];
+    request.set_client_id(options_.client_id);
+    request.set_sequence(sequence);
+    request.set_encoding(options_.encoding);
+    v1::TableBatch* batch = request.add_batches();
+    batch->set_table(std::string(table));
+    batch->mutable_keys()->Add(routing.shard_keys[s].begin(),
+                               routing.shard_keys[s].end());
+    if (options_.encoding == v1::FLOAT16) {
+      std::vector<uint16_t> halves(summed[s].size());
+      FloatsToHalves(summed[s].data(), summed[s].size(), halves.data());
+      batch->set_values_fp16(
+          std::string(reinterpret_cast<const char*>(halves.data()),
+                      halves.size() * sizeof(uint16_t)));
+    } else {
+      batch->mutable_values()->Add(summed[s].begin(), summed[s].end());
+    }
+    targets.push_back(s);
+  }
+  return FanOut(targets, [&](size_t s, ShardClient::Done done) {
+    responses[s].Clear();
+    shards_[s]->PushAsync(requests[s], &responses[s], options_.rpc_timeout,
+                          std::move(done));
+  });
+}
+
+absl::StatusOr<std::vector<v1::StatsResponse>> PsClient::Stats() {
+  std::vector<v1::StatsResponse> responses(shards_.size());
+  STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
+    responses[s].Clear();
+    return shards_[s]->Stats(&responses[s], options_.rpc_timeout);
+  }));
+  return responses;
+}
+
+absl::StatusOr<std::vector<v1::CheckpointResponse>> PsClient::Checkpoint(
+    absl::string_view checkpoint_id, uint64_t global_step) {
+  v1::CheckpointRequest request;
+  request.set_checkpoint_id(std::string(checkpoint_id));
+  request.set_global_step(global_step);
+  std::vector<v1::CheckpointResponse> responses(shards_.size());
+  STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
+    responses[s].Clear();
+    return shards_[s]->Checkpoint(request, &responses[s],
+                                  options_.rpc_timeout);
+  }));
+  return responses;
+}
+
+absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(
+    absl::string_view checkpoint_id) {
+  v1::RestoreRequest request;
+  request.set_checkpoint_id(std::string(checkpoint_id));
+  std::vector<v1::RestoreResponse> responses(shards_.size());
+  STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
+    responses[s].Clear();
+    return shards_[s]->Restore(request, &responses[s], options_.rpc_timeout);
+  }));
+  return responses;
+}
+
+absl::Status PsClient::CheckHealth() {
+  return ForEachShard([&](size_t s) {
+    return shards_[s]->CheckHealth(options_.rpc_timeout);
+  });
+}
+
+}  // namespace strata

@@ -1,0 +1,121 @@
+#ifndef STRATA_WORKER_PS_CLIENT_H_
+#define STRATA_WORKER_PS_CLIENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/clock.h"
+#include "proto/strata.pb.h"
+#include "worker/shard_client.h"
+
+namespace strata {
+
+struct PsClientOptions {
+  // host:port of every shard, in shard-index order. Required.
+  std::vector<std::string> shard_addresses;
+  // Deadline of each attempt of each call. Default: 10 s.
+  absl::Duration rpc_timeout = absl::Seconds(10);
+  // How long a call retries shards that answer UNAVAILABLE. Default: 30 s.
+  absl::Duration retry_deadline = absl::Seconds(30);
+  // Backoff between retries, doubling up to max_backoff.
+  absl::Duration initial_backoff = absl::Milliseconds(50);
+  absl::Duration max_backoff = absl::Seconds(2);
+  // Identifies this client's pushes for deduplication. Default: random.
+  std::string client_id;
+  // Values on the wire; FLOAT16 halves the bytes. Default: FLOAT32.
+  v1::ValueEncoding encoding = v1::FLOAT32;
+  // Default: Clock::Real().
+  Clock* clock = Clock::Real();
+  // Makes the transport to a shard. Default: CreateGrpcShardClient.
+  std::function<std::unique_ptr<ShardClient>(const std::string&)>
+      shard_client_factory;
+};
+
+// The worker's view of a sharded training PS. Routes each key by its virtual
+// bucket (hash of table and key, mod kNumBuckets, buckets mapped to shards),
+// deduplicates the keys of a batch, sums the gradients of duplicate keys,
+// sends one request per shard concurrently, merges the answers back into the
+// caller's key order, sets a deadline on every call and retries UNAVAILABLE
+// with backoff. Errors name the shard that failed. Thread-safe.
+//
+// Example:
+//   PsClientOptions options;
+//   options.shard_addresses = {"127.0.0.1:50051", "127.0.0.1:50052"};
+//   auto client = PsClient::Create(options);
+//   std::vector<float> rows(keys.size() * 16);
+//   (*client)->Pull("user", keys, absl::MakeSpan(rows));
+//   (*client)->Push("user", keys, gradients);
+class PsClient {
+ public:
+  static absl::StatusOr<std::unique_ptr<PsClient>> Create(
+      const PsClientOptions& options);
+  PsClient(const PsClient&) = delete;
+  PsClient& operator=(const PsClient&) = delete;
+
+  size_t num_shards() const { return shards_.size(); }
+  const std::string& client_id() const { return options_.client_id; }
+  // The shard that owns `key` of `table`.
+  uint32_t ShardOf(absl::string_view table, uint64_t key) const;
+
+  // Creates the table on every shard (idempotent for an identical config).
+  absl::Status CreateTable(const v1::TableConfig& config);
+  // Every table, with rows and memory summed over the shards.
+  absl::StatusOr<std::vector<v1::TableInfo>> ListTables();
+
+  // Writes keys.size() * dim floats, the rows of `keys` in order, to `out`;
+  // dim is out.size() / keys.size().
+  absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<float> out);
+  // Pushes keys.size() * dim gradients; those of a repeated key are summed.
+  // A push retried after a lost answer is applied once.
+  absl::Status Push(absl::string_view table, absl::Span<const uint64_t> keys,
+                    absl::Span<const float> gradients);
+
+  // Per shard, in shard order.
+  absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
+  absl::StatusOr<std::vector<v1::CheckpointResponse>> Checkpoint(
+      absl::string_view checkpoint_id, uint64_t global_step);
+  absl::StatusOr<std::vector<v1::RestoreResponse>> Restore(
+      absl::string_view checkpoint_id);
+  // OK when every shard reports SERVING.
+  absl::Status CheckHealth();
+
+ private:
+  explicit PsClient(const PsClientOptions& options);
+
+  // Calls `issue(shard, done)` for each shard in `shards` concurrently, and
+  // again for those that answered UNAVAILABLE, with backoff, until all
+  // succeed, one fails otherwise, or the retry deadline passes.
+  absl::Status FanOut(
+      std::vector<size_t> shards,
+      const std::function<void(size_t, ShardClient::Done)>& issue);
+  // FanOut for the blocking admin calls.
+  absl::Status ForEachShard(const std::function<absl::Status(size_t)>& call);
+
+  // Splits `keys` into unique keys per shard. unique_of[i] is the index of
+  // keys[i] among the unique keys; location[u] its (shard, position).
+  struct Routing {
+    std::vector<std::vector<uint64_t>> shard_keys;
+    std::vector<uint32_t> unique_of;
+    std::vector<std::pair<uint32_t, uint32_t>> location;
+  };
+  Routing Route(absl::string_view table,
+                absl::Span<const uint64_t> keys) const;
+
+  PsClientOptions options_;
+  std::vector<std::unique_ptr<ShardClient>> shards_;
+  std::atomic<uint64_t> next_sequence_{1};
+};
+
+}  // namespace strata
+
+#endif  // STRATA_WORKER_PS_CLIENT_H_

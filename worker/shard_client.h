@@ -1,0 +1,55 @@
+#ifndef STRATA_WORKER_SHARD_CLIENT_H_
+#define STRATA_WORKER_SHARD_CLIENT_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "proto/strata.pb.h"
+
+namespace strata {
+
+// The transport to one shard. PsClient depends on this seam only, so that
+// tests can put an in-process shard behind it. Implementations are
+// thread-safe; `done` may run on another thread, exactly once.
+class ShardClient {
+ public:
+  using Done = std::function<void(absl::Status)>;
+  virtual ~ShardClient() = default;
+
+  virtual const std::string& address() const = 0;
+
+  // Each call fails with DEADLINE_EXCEEDED once `deadline` passes.
+  virtual void PullAsync(const v1::PullRequest& request,
+                         v1::PullResponse* response, absl::Duration deadline,
+                         Done done) = 0;
+  virtual void PushAsync(const v1::PushRequest& request,
+                         v1::PushResponse* response, absl::Duration deadline,
+                         Done done) = 0;
+
+  // Admin calls are rare: blocking is fine.
+  virtual absl::Status CreateTable(const v1::CreateTableRequest& request,
+                                   v1::CreateTableResponse* response,
+                                   absl::Duration deadline) = 0;
+  virtual absl::Status ListTables(v1::ListTablesResponse* response,
+                                  absl::Duration deadline) = 0;
+  virtual absl::Status Stats(v1::StatsResponse* response,
+                             absl::Duration deadline) = 0;
+  virtual absl::Status Checkpoint(const v1::CheckpointRequest& request,
+                                  v1::CheckpointResponse* response,
+                                  absl::Duration deadline) = 0;
+  virtual absl::Status Restore(const v1::RestoreRequest& request,
+                               v1::RestoreResponse* response,
+                               absl::Duration deadline) = 0;
+  // OK when the shard's health service answers SERVING.
+  virtual absl::Status CheckHealth(absl::Duration deadline) = 0;
+};
+
+// A ShardClient over a gRPC channel to `address` (host:port).
+std::unique_ptr<ShardClient> CreateGrpcShardClient(const std::string& address);
+
+}  // namespace strata
+
+#endif  // STRATA_WORKER_SHARD_CLIENT_H_
