@@ -5,9 +5,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "common/fp16.h"
 #include "common/grpc_status.h"
 #include "common/hash.h"
+#include "common/pull_wire.h"
 #include "common/status_macros.h"
 #include "server/table_config_proto.h"
 
@@ -76,45 +78,51 @@ absl::Status ShardService::DoCreateTable(const v1::CreateTableRequest& request,
   return absl::OkStatus();
 }
 
-absl::Status ShardService::DoPull(const v1::PullRequest& request,
-                                  v1::PullResponse& response) {
+absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
+    const v1::PullRequest& request) {
   STRATA_RETURN_IF_ERROR(CheckBatchSizes(request.batches(), "pull"));
   const bool fp16 = request.encoding() == v1::FLOAT16;
   if (!fp16 && request.encoding() != v1::FLOAT32) {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown value encoding ", request.encoding()));
   }
+  std::vector<size_t> value_counts;
+  std::vector<size_t> value_bytes;
   uint64_t keys = 0;
   for (const v1::TableBatch& batch : request.batches()) {
     STRATA_RETURN_IF_ERROR(CheckOwnership(batch));
     STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
                             options_.store->GetTableConfig(batch.table()));
-    const size_t count = static_cast<size_t>(batch.keys_size()) * config.dim;
-    const absl::Span<const FeatureId> ids(batch.keys().data(),
-                                          batch.keys_size());
-    v1::TableBatch* out = response.add_batches();
-    if (fp16) {
-      std::vector<float> values(count);
-      STRATA_RETURN_IF_ERROR(
-          options_.store->Lookup(batch.table(), ids, absl::MakeSpan(values)));
-      std::string* bytes = out->mutable_values_fp16();
-      bytes->resize(count * sizeof(uint16_t));
-      std::vector<uint16_t> halves(count);
-      FloatsToHalves(values.data(), count, halves.data());
-      std::memcpy(bytes->data(), halves.data(), bytes->size());
-    } else {
-      // Reserve-and-add leaves the floats uninitialized: the lookup writes
-      // every one of them, so zero-filling first would be wasted work.
-      google::protobuf::RepeatedField<float>* values = out->mutable_values();
-      values->Reserve(static_cast<int>(count));
-      float* data = values->AddNAlreadyReserved(static_cast<int>(count));
-      STRATA_RETURN_IF_ERROR(options_.store->Lookup(
-          batch.table(), ids, absl::Span<float>(data, count)));
-    }
+    value_counts.push_back(static_cast<size_t>(batch.keys_size()) *
+                           config.dim);
+    value_bytes.push_back(value_counts.back() *
+                          (fp16 ? sizeof(uint16_t) : sizeof(float)));
     keys += static_cast<uint64_t>(batch.keys_size());
   }
+  // The rows are looked up straight into the send buffer (aligned by the
+  // writer), so each value is copied once on its way to the socket.
+  PullResponseWriter writer(value_bytes, fp16);
+  std::vector<float> scratch;
+  for (int b = 0; b < request.batches_size(); ++b) {
+    const v1::TableBatch& batch = request.batches(b);
+    const absl::Span<const FeatureId> ids(batch.keys().data(),
+                                          batch.keys_size());
+    const size_t count = value_counts[b];
+    if (fp16) {
+      scratch.resize(count);
+      STRATA_RETURN_IF_ERROR(options_.store->Lookup(
+          batch.table(), ids, absl::MakeSpan(scratch)));
+      FloatsToHalves(scratch.data(), count,
+                     reinterpret_cast<uint16_t*>(writer.batch_values(b)));
+    } else {
+      STRATA_RETURN_IF_ERROR(options_.store->Lookup(
+          batch.table(), ids,
+          absl::Span<float>(reinterpret_cast<float*>(writer.batch_values(b)),
+                            count)));
+    }
+  }
   metrics_.AddKeysPulled(keys);
-  return absl::OkStatus();
+  return writer.Finish();
 }
 
 absl::Status ShardService::DoPush(const v1::PushRequest& request,
@@ -191,12 +199,17 @@ grpc::ServerUnaryReactor* ShardService::ListTables(
 }
 
 grpc::ServerUnaryReactor* ShardService::Pull(
-    grpc::CallbackServerContext* context, const v1::PullRequest* request,
-    v1::PullResponse* response) {
-  return Run(context, ShardMethod::kPull, [&] {
-    absl::Status status = DoPull(*request, *response);
-    if (!status.ok()) response->Clear();
-    return status;
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return Run(context, ShardMethod::kPull, [&]() -> absl::Status {
+    v1::PullRequest parsed;
+    grpc::ByteBuffer copy(*request);  // Shares the slices; no bytes copied.
+    if (!grpc::SerializationTraits<v1::PullRequest>::Deserialize(&copy, &parsed)
+             .ok()) {
+      return absl::InvalidArgumentError("pull request is not a PullRequest");
+    }
+    STRATA_ASSIGN_OR_RETURN(*response, DoPull(parsed));
+    return absl::OkStatus();
   });
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "embedding/embedding_store.h"
@@ -26,7 +27,11 @@ struct ShardServiceOptions {
 // The gRPC adapter of one training shard: checks what arrives from the
 // network (sizes, finiteness, key ownership), calls the store, and turns
 // its status into a gRPC status. Thread-safe.
-class ShardService final : public v1::ParameterServer::CallbackService {
+// Pull is served raw: its answer is written straight into gRPC's send buffer
+// (common/pull_wire.h) instead of going through a protobuf message.
+class ShardService final
+    : public v1::ParameterServer::WithRawCallbackMethod_Pull<
+          v1::ParameterServer::CallbackService> {
  public:
   explicit ShardService(const ShardServiceOptions& options);
 
@@ -39,8 +44,8 @@ class ShardService final : public v1::ParameterServer::CallbackService {
       const v1::ListTablesRequest* request,
       v1::ListTablesResponse* response) override;
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context,
-                                 const v1::PullRequest* request,
-                                 v1::PullResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
                                  const v1::PushRequest* request,
                                  v1::PushResponse* response) override;
@@ -60,8 +65,8 @@ class ShardService final : public v1::ParameterServer::CallbackService {
   // The domain logic of each RPC, without gRPC; public for tests.
   absl::Status DoCreateTable(const v1::CreateTableRequest& request,
                              v1::CreateTableResponse& response);
-  absl::Status DoPull(const v1::PullRequest& request,
-                      v1::PullResponse& response);
+  // The serialized PullResponse.
+  absl::StatusOr<grpc::ByteBuffer> DoPull(const v1::PullRequest& request);
   absl::Status DoPush(const v1::PushRequest& request,
                       v1::PushResponse& response);
 

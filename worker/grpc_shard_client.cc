@@ -3,6 +3,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/strata.grpc.pb.h"
@@ -10,6 +11,8 @@
 
 namespace strata {
 namespace {
+
+constexpr char kPullMethod[] = "/strata.v1.ParameterServer/Pull";
 
 std::chrono::system_clock::time_point DeadlineFromNow(absl::Duration timeout) {
   return std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout);
@@ -36,20 +39,34 @@ class GrpcShardClient final : public ShardClient {
     channel_ = grpc::CreateCustomChannel(
         address, grpc::InsecureChannelCredentials(), args);
     stub_ = v1::ParameterServer::NewStub(channel_);
+    generic_ = std::make_unique<grpc::GenericStub>(channel_);
     health_ = grpc::health::v1::Health::NewStub(channel_);
   }
 
   const std::string& address() const override { return address_; }
 
-  void PullAsync(const v1::PullRequest& request, v1::PullResponse* response,
+  void PullAsync(const v1::PullRequest& request, grpc::ByteBuffer* response,
                  absl::Duration deadline, Done done) override {
-    auto* context = new grpc::ClientContext();
-    context->set_deadline(DeadlineFromNow(deadline));
-    stub_->async()->Pull(context, &request, response,
-                         [this, context, done](grpc::Status status) {
-                           delete context;
-                           done(Annotate(address_, status));
-                         });
+    struct Call {
+      grpc::ClientContext context;
+      grpc::ByteBuffer request;
+    };
+    auto* call = new Call();
+    call->context.set_deadline(DeadlineFromNow(deadline));
+    bool own_buffer = false;
+    grpc::Status serialized = grpc::SerializationTraits<v1::PullRequest>::Serialize(
+        request, &call->request, &own_buffer);
+    if (!serialized.ok()) {
+      delete call;
+      done(Annotate(address_, serialized));
+      return;
+    }
+    generic_->UnaryCall(&call->context, kPullMethod, grpc::StubOptions(),
+                       &call->request, response,
+                       [this, call, done](grpc::Status status) {
+                         delete call;
+                         done(Annotate(address_, status));
+                       });
   }
 
   void PushAsync(const v1::PushRequest& request, v1::PushResponse* response,
@@ -122,6 +139,7 @@ class GrpcShardClient final : public ShardClient {
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ParameterServer::Stub> stub_;
+  std::unique_ptr<grpc::GenericStub> generic_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
 };
 

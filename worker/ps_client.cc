@@ -9,6 +9,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "common/fp16.h"
 #include "common/hash.h"
+#include "common/pull_wire.h"
 #include "common/status_macros.h"
 
 namespace strata {
@@ -177,7 +178,7 @@ absl::Status PsClient::Pull(absl::string_view table,
   const size_t dim = out.size() / keys.size();
   const Routing routing = Route(table, keys);
   std::vector<v1::PullRequest> requests(shards_.size());
-  std::vector<v1::PullResponse> responses(shards_.size());
+  std::vector<grpc::ByteBuffer> responses(shards_.size());
   std::vector<size_t> targets;
   for (size_t s = 0; s < shards_.size(); ++s) {
     if (routing.shard_keys[s].empty()) continue;
@@ -193,39 +194,56 @@ absl::Status PsClient::Pull(absl::string_view table,
     shards_[s]->PullAsync(requests[s], &responses[s], options_.rpc_timeout,
                           std::move(done));
   }));
-  // Decode each shard's answer once, then scatter rows in caller order.
-  std::vector<std::vector<float>> decoded(shards_.size());
-  std::vector<const float*> rows(shards_.size(), nullptr);
+  // The first caller position of each unique key receives its row straight
+  // from gRPC's buffer; repeated keys are copied from there afterwards.
+  std::vector<std::vector<uint32_t>> first_position(shards_.size());
+  for (size_t s : targets) first_position[s].resize(routing.shard_keys[s].size());
+  std::vector<bool> seen(routing.location.size(), false);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const uint32_t u = routing.unique_of[i];
+    if (seen[u]) continue;
+    seen[u] = true;
+    const auto [shard, position] = routing.location[u];
+    first_position[shard][position] = static_cast<uint32_t>(i);
+  }
+  const bool fp16 = options_.encoding == v1::FLOAT16;
+  const size_t value_size = fp16 ? sizeof(uint16_t) : sizeof(float);
+  std::vector<uint16_t> halves(fp16 ? dim : 0);
   for (size_t s : targets) {
+    PullResponseReader reader(responses[s]);
+    size_t bytes = 0;
+    bool batch_fp16 = false;
+    absl::Status status = reader.NextBatch(&bytes, &batch_fp16);
     const size_t expected = routing.shard_keys[s].size() * dim;
-    const v1::TableBatch* answer =
-        responses[s].batches_size() == 1 ? &responses[s].batches(0) : nullptr;
-    const size_t got =
-        answer == nullptr ? 0
-        : options_.encoding == v1::FLOAT16
-            ? answer->values_fp16().size() / sizeof(uint16_t)
-            : static_cast<size_t>(answer->values_size());
-    if (got != expected) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "shard ", shards_[s]->address(), " answered ", got,
-          " values for ", routing.shard_keys[s].size(), " keys of table '",
-          table, "'; the caller's buffer implies dimension ", dim));
+    if (status.ok() && (bytes != expected * value_size || batch_fp16 != fp16)) {
+      status = absl::InvalidArgumentError(absl::StrCat(
+          bytes / value_size, " values for ", routing.shard_keys[s].size(),
+          " keys of table '", table, "'; the caller's buffer implies dimension ",
+          dim));
     }
-    if (options_.encoding == v1::FLOAT16) {
-      decoded[s].resize(expected);
-      std::vector<uint16_t> halves(expected);
-      std::memcpy(halves.data(), answer->values_fp16().data(),
-                  expected * sizeof(uint16_t));
-      HalvesToFloats(halves.data(), expected, decoded[s].data());
-      rows[s] = decoded[s].data();
-    } else {
-      rows[s] = answer->values().data();
+    for (size_t p = 0; status.ok() && p < routing.shard_keys[s].size(); ++p) {
+      float* target = out.data() + size_t{first_position[s][p]} * dim;
+      if (fp16) {
+        status = reader.ReadValues(halves.data(), dim * sizeof(uint16_t));
+        HalvesToFloats(halves.data(), dim, target);
+      } else {
+        status = reader.ReadValues(target, dim * sizeof(float));
+      }
+    }
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("shard ", shards_[s]->address(),
+                                       " answered: ", status.message()));
     }
   }
   for (size_t i = 0; i < keys.size(); ++i) {
-    const auto [shard, position] = routing.location[routing.unique_of[i]];
-    std::memcpy(out.data() + i * dim, rows[shard] + size_t{position} * dim,
-                dim * sizeof(float));
+    const uint32_t u = routing.unique_of[i];
+    const auto [shard, position] = routing.location[u];
+    const uint32_t first = first_position[shard][position];
+    if (first != i) {
+      std::memcpy(out.data() + i * dim, out.data() + size_t{first} * dim,
+                  dim * sizeof(float));
+    }
   }
   return absl::OkStatus();
 }

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "grpcpp/support/byte_buffer.h"
 #include "proto/strata.pb.h"
 
 namespace strata {
@@ -22,8 +23,11 @@ class ShardClient {
   virtual const std::string& address() const = 0;
 
   // Each call fails with DEADLINE_EXCEEDED once `deadline` passes.
+  // The answer is the serialized v1::PullResponse, read with
+  // PullResponseReader (common/pull_wire.h) to avoid copying the values
+  // into a message first.
   virtual void PullAsync(const v1::PullRequest& request,
-                         v1::PullResponse* response, absl::Duration deadline,
+                         grpc::ByteBuffer* response, absl::Duration deadline,
                          Done done) = 0;
   virtual void PushAsync(const v1::PushRequest& request,
                          v1::PushResponse* response, absl::Duration deadline,

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds Strata and runs every test.
+#
+# Usage: tests/run.sh [--asan] [--tsan] [--no-plain]
+#   (default)   the RelWithDebInfo build in build/
+#   --asan      also the AddressSanitizer+UndefinedBehaviorSanitizer build in
+#               build-asan/
+#   --tsan      also the ThreadSanitizer build in build-tsan/
+#   --no-plain  skip the default build
+# STRATA_TEST_SANITIZERS="asan tsan" does the same as the flags.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+plain=1
+sanitizers=" ${STRATA_TEST_SANITIZERS:-} "
+for arg in "$@"; do
+  case "$arg" in
+    --asan) sanitizers+=" asan " ;;
+    --tsan) sanitizers+=" tsan " ;;
+    --no-plain) plain=0 ;;
+    *) echo "tests/run.sh: unknown argument '$arg'" >&2; exit 2 ;;
+  esac
+done
+
+"$root/deploy/install_deps.sh"
+
+run_suite() {
+  local build_dir="$1"; shift
+  echo "== building $build_dir"
+  "$root/deploy/build.sh" "$build_dir" "$@"
+  echo "== testing $build_dir"
+  (cd "$build_dir" && ctest --output-on-failure --timeout 300 -j "$(nproc)")
+}
+
+if ((plain)); then
+  run_suite "$root/build"
+fi
+if [[ "$sanitizers" == *" asan "* ]]; then
+  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+  export LSAN_OPTIONS="suppressions=$root/tests/lsan.supp"
+  run_suite "$root/build-asan" -DSTRATA_ASAN=ON -DCMAKE_BUILD_TYPE=Debug
+fi
+if [[ "$sanitizers" == *" tsan "* ]]; then
+  export TSAN_OPTIONS="halt_on_error=1:suppressions=$root/tests/tsan.supp"
+  run_suite "$root/build-tsan" -DSTRATA_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
+fi
+echo "== all tests passed"
