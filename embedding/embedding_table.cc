@@ -108,7 +108,9 @@ void EmbeddingTable::PutRow(FeatureId key, const float* value,
   absl::MutexLock lock(&stripe.mu);
   float* row = FindOrCreateRow(stripe, key);
   std::memcpy(row, value, config_.dim * sizeof(float));
-  std::memcpy(row + config_.dim, state, state_dim() * sizeof(float));
+  if (state_dim() > 0) {
+    std::memcpy(row + config_.dim, state, state_dim() * sizeof(float));
+  }
 }
 
 void EmbeddingTable::TakeDirtyRows(const RowVisitor& visitor) {

@@ -32,6 +32,8 @@ using embedding_internal::PushDeduplicator;
 using embedding_internal::RocksDbFiles;
 
 constexpr char kTablePrefix[] = "table/";
+// Larger gradients would overflow float32 when squared by the optimizers.
+constexpr float kMaxGradientMagnitude = 1e18f;
 constexpr char kClientPrefix[] = "client/";
 
 std::string RowKey(TableId table, FeatureId key) {
@@ -74,6 +76,12 @@ absl::Status FirstInvalidGradient(const GradientBatch& batch, uint32_t dim) {
       return absl::InvalidArgumentError(absl::StrCat(
           "table '", batch.table, "': gradient of key ", batch.keys[i / dim],
           " holds a non-finite value (", batch.gradients[i], ")"));
+    }
+    if (std::fabs(batch.gradients[i]) > kMaxGradientMagnitude) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", batch.table, "': gradient of key ", batch.keys[i / dim],
+          " has magnitude ", batch.gradients[i], ", over the limit of ",
+          kMaxGradientMagnitude, " (its square would overflow float32)"));
     }
   }
   return absl::OkStatus();
@@ -128,9 +136,21 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
  private:
   absl::Status OpenDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   void CloseDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  absl::Status LoadTablesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  absl::Status LoadRowsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  using TableMap =
+      absl::flat_hash_map<std::string, std::unique_ptr<EmbeddingTable>>;
+  absl::Status LoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::StatusOr<uint64_t> LoadRowsLocked(TableMap& tables)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // UNAVAILABLE while the database is closed (after a failed restore).
+  absl::Status CheckOpenLocked() ABSL_SHARED_LOCKS_REQUIRED(commit_mu_) {
+    if (db_ != nullptr) return absl::OkStatus();
+    return absl::UnavailableError(
+        "the store is closed: it could not be reopened after a restore");
+  }
+  // Writes the rows updated since the last flush (kPeriodic).
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status CollectDirtyLocked(rocksdb::WriteBatch& write)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   absl::Status WriteLocked(rocksdb::WriteBatch& batch, bool sync)
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   uint64_t TotalRows();
@@ -150,13 +170,15 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   // and the flush holds it exclusively, to write a consistent cut. Checkpoint
   // and Restore hold it exclusively. Lock order: commit_mu_, tables_mu_,
   // stripe locks.
+  // Serializes flushes, so that their writes reach RocksDB in cut order.
+  // Taken before commit_mu_.
+  absl::Mutex flush_mu_ ABSL_ACQUIRED_BEFORE(commit_mu_);
   absl::Mutex commit_mu_;
   std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(commit_mu_);
   std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(commit_mu_);
 
   absl::Mutex tables_mu_;
-  absl::flat_hash_map<std::string, std::unique_ptr<EmbeddingTable>> tables_
-      ABSL_GUARDED_BY(tables_mu_);
+  TableMap tables_ ABSL_GUARDED_BY(tables_mu_);
   TableId next_table_id_ ABSL_GUARDED_BY(tables_mu_) = 1;
 
   PushDeduplicator deduplicator_;
@@ -180,7 +202,7 @@ absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
   rocksdb::Status s = rocksdb::DB::Open(db_options, files_.db_dir(), families,
                                         &handles_, &db);
   if (!s.ok()) {
-    if (s.IsCorruption()) {
+    if (s.IsCorruption() || s.IsPathNotFound()) {
       return absl::DataLossError(absl::StrCat(
           "store in ", options_.data_dir, " is corrupt: ", s.ToString()));
     }
@@ -189,8 +211,7 @@ absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
                                             s.ToString()));
   }
   db_.reset(db);
-  STRATA_RETURN_IF_ERROR(LoadTablesLocked());
-  return LoadRowsLocked();
+  return LoadLocked();
 }
 
 void RocksDbEmbeddingStore::CloseDbLocked() {
@@ -201,11 +222,12 @@ void RocksDbEmbeddingStore::CloseDbLocked() {
   db_.reset();
 }
 
-absl::Status RocksDbEmbeddingStore::LoadTablesLocked() {
-  absl::MutexLock lock(&tables_mu_);
-  tables_.clear();
+absl::Status RocksDbEmbeddingStore::LoadLocked() {
+  // Everything is read into fresh tables first and swapped in at once, so
+  // that a concurrent pull never sees a table without its rows.
+  TableMap tables;
+  TableId next_table_id = 1;
   deduplicator_.Clear();
-  next_table_id_ = 1;
   std::unique_ptr<rocksdb::Iterator> it(
       db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
@@ -222,8 +244,8 @@ absl::Status RocksDbEmbeddingStore::LoadTablesLocked() {
       }
       STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
                               ParseTableConfig(id_and_config.second));
-      next_table_id_ = std::max(next_table_id_, id + 1);
-      tables_[config.name] = std::make_unique<EmbeddingTable>(config, id);
+      next_table_id = std::max(next_table_id, id + 1);
+      tables[config.name] = std::make_unique<EmbeddingTable>(config, id);
     } else if (absl::ConsumePrefix(&rest, kClientPrefix)) {
       STRATA_RETURN_IF_ERROR(deduplicator_.LoadWindow(std::string(rest), value));
     }
@@ -232,19 +254,26 @@ absl::Status RocksDbEmbeddingStore::LoadTablesLocked() {
     return absl::DataLossError(
         absl::StrCat("cannot read tables: ", it->status().ToString()));
   }
+  STRATA_ASSIGN_OR_RETURN(uint64_t rows, LoadRowsLocked(tables));
+  STRATA_LOG(INFO, "store") << "loaded " << tables.size() << " tables, "
+                            << rows << " rows from " << options_.data_dir;
+  absl::MutexLock lock(&tables_mu_);
+  tables_ = std::move(tables);
+  next_table_id_ = next_table_id;
   return absl::OkStatus();
 }
 
-absl::Status RocksDbEmbeddingStore::LoadRowsLocked() {
-  absl::MutexLock lock(&tables_mu_);
+absl::StatusOr<uint64_t> RocksDbEmbeddingStore::LoadRowsLocked(
+    TableMap& tables) {
   absl::flat_hash_map<TableId, EmbeddingTable*> by_id;
-  for (auto& [name, table] : tables_) by_id[table->id()] = table.get();
+  for (auto& [name, table] : tables) by_id[table->id()] = table.get();
   std::unique_ptr<rocksdb::Iterator> values(
       db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
   std::unique_ptr<rocksdb::Iterator> states(
       db_->NewIterator(rocksdb::ReadOptions(), handles_[2]));
   states->SeekToFirst();
   uint64_t rows = 0;
+  std::vector<float> value, state;
   for (values->SeekToFirst(); values->Valid(); values->Next()) {
     TableId table_id;
     FeatureId key;
@@ -259,7 +288,7 @@ absl::Status RocksDbEmbeddingStore::LoadRowsLocked() {
           "' has ", values->value().size(), " bytes, expected ",
           table->dim() * sizeof(float)));
     }
-    std::vector<float> state(table->state_dim());
+    state.assign(table->state_dim(), 0.0f);
     if (!state.empty()) {
       // Both families hold the same keys in the same order.
       while (states->Valid() && states->key().compare(values->key()) < 0) {
@@ -273,7 +302,7 @@ absl::Status RocksDbEmbeddingStore::LoadRowsLocked() {
       }
       std::memcpy(state.data(), states->value().data(), states->value().size());
     }
-    std::vector<float> value(table->dim());
+    value.resize(table->dim());
     std::memcpy(value.data(), values->value().data(), values->value().size());
     table->PutRow(key, value.data(), state.data());
     ++rows;
@@ -281,15 +310,14 @@ absl::Status RocksDbEmbeddingStore::LoadRowsLocked() {
   if (!values->status().ok() || !states->status().ok()) {
     return absl::DataLossError("cannot read stored rows");
   }
-  STRATA_LOG(INFO, "store") << "loaded " << tables_.size() << " tables, "
-                            << rows << " rows from " << options_.data_dir;
-  return absl::OkStatus();
+  return rows;
 }
 
 absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
     const EmbeddingTableConfig& config) {
   STRATA_RETURN_IF_ERROR(ValidateTableConfig(config));
   absl::MutexLock commit_lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
   absl::MutexLock lock(&tables_mu_);
   if (EmbeddingTable* existing = FindTable(config.name)) {
     if (SameTableConfig(existing->config(), config)) return false;
@@ -362,6 +390,10 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
       commit_mu_.Unlock();
     }
   };
+  if (absl::Status open = CheckOpenLocked(); !open.ok()) {
+    unlock();
+    return open;
+  }
   std::vector<EmbeddingTable*> tables;
   {
     absl::ReaderMutexLock lock(&tables_mu_);
@@ -379,7 +411,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
       tables.push_back(table);
     }
   }
-  if (!id.client_id.empty() && !deduplicator_.Claim(id.client_id, id.sequence)) {
+  const bool deduplicated = !id.client_id.empty() && id.sequence > 0;
+  if (deduplicated && !deduplicator_.Claim(id.client_id, id.sequence)) {
     unlock();
     return true;
   }
@@ -407,20 +440,21 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
   }
   absl::Status written = absl::OkStatus();
   if (!periodic) {
-    if (!id.client_id.empty()) {
+    if (deduplicated) {
       write.Put(handles_[0], absl::StrCat(kClientPrefix, id.client_id),
                 deduplicator_.SerializeWindow(id.client_id));
     }
     written = WriteLocked(write, /*sync=*/false);
   }
-  const bool sync = options_.durability == Durability::kSync;
-  rocksdb::DB* db = db_.get();
   unlock();
   STRATA_RETURN_IF_ERROR(written);
-  if (sync) {
-    // Outside the lock, so that concurrent pushes share one fsync: it makes
-    // every write before it durable, ours included.
-    rocksdb::Status s = db->SyncWAL();
+  if (options_.durability == Durability::kSync) {
+    // After releasing the exclusive lock, so that concurrent pushes share one
+    // fsync: it makes every write before it durable, ours included. The
+    // shared lock keeps Restore from closing the database meanwhile.
+    absl::ReaderMutexLock lock(&commit_mu_);
+    STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+    rocksdb::Status s = db_->SyncWAL();
     if (!s.ok()) {
       return absl::InternalError(absl::StrCat("fsync of the log failed: ",
                                               s.ToString()));
@@ -442,35 +476,49 @@ absl::Status RocksDbEmbeddingStore::WriteLocked(rocksdb::WriteBatch& batch,
 }
 
 absl::Status RocksDbEmbeddingStore::Flush() {
-  absl::MutexLock lock(&commit_mu_);
-  return FlushLocked();
+  absl::MutexLock flush_lock(&flush_mu_);
+  rocksdb::WriteBatch write;
+  {
+    // The cut is taken with pushes excluded, so that no push is half in it;
+    // the write itself happens after pushes resume.
+    absl::MutexLock lock(&commit_mu_);
+    STRATA_RETURN_IF_ERROR(CollectDirtyLocked(write));
+  }
+  if (write.Count() == 0) return absl::OkStatus();
+  absl::ReaderMutexLock lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  return WriteLocked(write, /*sync=*/true);
 }
 
 absl::Status RocksDbEmbeddingStore::FlushLocked() {
+  rocksdb::WriteBatch write;
+  STRATA_RETURN_IF_ERROR(CollectDirtyLocked(write));
+  if (write.Count() == 0) return absl::OkStatus();
+  return WriteLocked(write, /*sync=*/true);
+}
+
+absl::Status RocksDbEmbeddingStore::CollectDirtyLocked(
+    rocksdb::WriteBatch& write) {
   if (!db_ || options_.durability != Durability::kPeriodic) {
     return absl::OkStatus();
   }
-  rocksdb::WriteBatch write;
-  {
-    absl::ReaderMutexLock lock(&tables_mu_);
-    for (auto& [name, table] : tables_) {
-      const TableId id = table->id();
-      const uint32_t dim = table->dim(), state_dim = table->state_dim();
-      table->TakeDirtyRows(
-          [&](FeatureId key, const float* value, const float* state) {
-            const std::string row_key = RowKey(id, key);
-            write.Put(handles_[1], row_key, FloatSlice(value, dim));
-            if (state_dim > 0) {
-              write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
-            }
-          });
-    }
+  absl::ReaderMutexLock lock(&tables_mu_);
+  for (auto& [name, table] : tables_) {
+    const TableId id = table->id();
+    const uint32_t dim = table->dim(), state_dim = table->state_dim();
+    table->TakeDirtyRows(
+        [&](FeatureId key, const float* value, const float* state) {
+          const std::string row_key = RowKey(id, key);
+          write.Put(handles_[1], row_key, FloatSlice(value, dim));
+          if (state_dim > 0) {
+            write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
+          }
+        });
   }
   for (const auto& [client, window] : deduplicator_.TakeChangedWindows()) {
     write.Put(handles_[0], absl::StrCat(kClientPrefix, client), window);
   }
-  if (write.Count() == 0) return absl::OkStatus();
-  return WriteLocked(write, /*sync=*/true);
+  return absl::OkStatus();
 }
 
 void RocksDbEmbeddingStore::FlushLoop() {
@@ -491,7 +539,9 @@ uint64_t RocksDbEmbeddingStore::TotalRows() {
 absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Checkpoint(
     absl::string_view checkpoint_id, uint64_t global_step) {
   STRATA_RETURN_IF_ERROR(RocksDbFiles::ValidateCheckpointId(checkpoint_id));
+  absl::MutexLock flush_lock(&flush_mu_);
   absl::MutexLock lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
   if (files_.CheckpointExists(checkpoint_id)) {
     return absl::AlreadyExistsError(
         absl::StrCat("checkpoint '", checkpoint_id, "' already exists"));
@@ -520,15 +570,30 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Checkpoint(
 absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
     absl::string_view checkpoint_id) {
   STRATA_RETURN_IF_ERROR(RocksDbFiles::ValidateCheckpointId(checkpoint_id));
+  absl::MutexLock flush_lock(&flush_mu_);
   absl::MutexLock lock(&commit_mu_);
   STRATA_ASSIGN_OR_RETURN(CheckpointInfo info,
                           files_.ReadCheckpointInfo(checkpoint_id));
+  STRATA_RETURN_IF_ERROR(FlushLocked());
   CloseDbLocked();
-  absl::Status swapped = files_.ReplaceDbWithCheckpoint(checkpoint_id);
-  // Reopen in any case: after a failed swap the old store is still in place.
-  absl::Status reopened = OpenDbLocked();
-  STRATA_RETURN_IF_ERROR(swapped);
-  STRATA_RETURN_IF_ERROR(reopened);
+  STRATA_RETURN_IF_ERROR(files_.SwapInCheckpoint(checkpoint_id));
+  absl::Status opened = OpenDbLocked();
+  if (!opened.ok()) {
+    // The checkpoint does not open: put the previous database back.
+    CloseDbLocked();
+    absl::Status rolled_back = files_.RollBackSwap();
+    absl::Status reopened =
+        rolled_back.ok() ? OpenDbLocked() : rolled_back;
+    STRATA_LOG(ERROR, "store")
+        << "restore of checkpoint '" << checkpoint_id << "' failed (" << opened
+        << "); previous state " << (reopened.ok() ? "kept" : "lost: ")
+        << (reopened.ok() ? "" : reopened.ToString());
+    return absl::Status(opened.code(),
+                        absl::StrCat("restore of checkpoint '", checkpoint_id,
+                                     "' failed, previous state kept: ",
+                                     opened.message()));
+  }
+  STRATA_RETURN_IF_ERROR(files_.FinishSwap());
   info.num_rows = TotalRows();
   STRATA_LOG(INFO, "store") << "restored checkpoint '" << checkpoint_id
                             << "' of step " << info.global_step << ", "

@@ -32,10 +32,15 @@ absl::Status RocksDbFiles::Prepare() {
   STRATA_RETURN_IF_ERROR(file_system_->CreateDirs(checkpoints_dir_));
   const std::string restoring = absl::StrCat(data_dir_, "/db.restoring");
   const std::string old = absl::StrCat(data_dir_, "/db.old");
-  // A restore moves db -> db.old, then db.restoring -> db. A crash between the
-  // two leaves no db: finish the restore. Before the first, roll it back.
+  // A restore moves db -> db.old, then db.restoring -> db, and deletes db.old
+  // once the copy opened. A crash between the two renames leaves no db:
+  // finish the restore. A crash during a rollback (db deleted, db.old not
+  // yet renamed back) is finished by the second rename.
   if (!file_system_->Exists(db_dir_) && file_system_->Exists(restoring)) {
     STRATA_RETURN_IF_ERROR(file_system_->Rename(restoring, db_dir_));
+  }
+  if (!file_system_->Exists(db_dir_) && file_system_->Exists(old)) {
+    STRATA_RETURN_IF_ERROR(file_system_->Rename(old, db_dir_));
   }
   STRATA_RETURN_IF_ERROR(file_system_->DeleteRecursively(restoring));
   STRATA_RETURN_IF_ERROR(file_system_->DeleteRecursively(old));
@@ -123,10 +128,11 @@ std::vector<std::string> RocksDbFiles::ListCheckpoints() {
   return out;
 }
 
-absl::Status RocksDbFiles::ReplaceDbWithCheckpoint(absl::string_view id) {
+absl::Status RocksDbFiles::SwapInCheckpoint(absl::string_view id) {
   const std::string restoring = absl::StrCat(data_dir_, "/db.restoring");
   const std::string old = absl::StrCat(data_dir_, "/db.old");
   STRATA_RETURN_IF_ERROR(file_system_->DeleteRecursively(restoring));
+  STRATA_RETURN_IF_ERROR(file_system_->DeleteRecursively(old));
   // A copy, not links: the restored database will modify its own files and
   // the checkpoint must stay as it was.
   std::error_code error;
@@ -137,8 +143,16 @@ absl::Status RocksDbFiles::ReplaceDbWithCheckpoint(absl::string_view id) {
                                             "': ", error.message()));
   }
   STRATA_RETURN_IF_ERROR(file_system_->Rename(db_dir_, old));
-  STRATA_RETURN_IF_ERROR(file_system_->Rename(restoring, db_dir_));
-  return file_system_->DeleteRecursively(old);
+  return file_system_->Rename(restoring, db_dir_);
+}
+
+absl::Status RocksDbFiles::FinishSwap() {
+  return file_system_->DeleteRecursively(absl::StrCat(data_dir_, "/db.old"));
+}
+
+absl::Status RocksDbFiles::RollBackSwap() {
+  STRATA_RETURN_IF_ERROR(file_system_->DeleteRecursively(db_dir_));
+  return file_system_->Rename(absl::StrCat(data_dir_, "/db.old"), db_dir_);
 }
 
 }  // namespace embedding_internal

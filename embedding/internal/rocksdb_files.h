@@ -17,7 +17,8 @@ namespace embedding_internal {
 //   db/                      the live RocksDB database
 //   checkpoints/<id>/        a RocksDB checkpoint plus STRATA_CHECKPOINT
 //   checkpoints/.staging-<id>/  a checkpoint being written
-//   db.restoring/, db.old/   the two sides of a restore in progress
+//   db.restoring/, db.old/   a restore in progress: the copy being made,
+//                            and the previous database until the copy opens
 // and the moves that keep it consistent across a crash at any point.
 // Not thread-safe: the store calls it under its commit lock.
 class RocksDbFiles {
@@ -39,8 +40,13 @@ class RocksDbFiles {
   absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(absl::string_view id);
   std::vector<std::string> ListCheckpoints();
 
-  // Replaces db/ by a copy of checkpoint `id`. REQUIRES: db/ is closed.
-  absl::Status ReplaceDbWithCheckpoint(absl::string_view id);
+  // Restore in three steps. SwapInCheckpoint moves db/ aside to db.old/ and
+  // puts a copy of checkpoint `id` in its place; then either FinishSwap
+  // deletes db.old/ (the copy opened) or RollBackSwap moves it back.
+  // REQUIRES: db/ is closed during SwapInCheckpoint and RollBackSwap.
+  absl::Status SwapInCheckpoint(absl::string_view id);
+  absl::Status FinishSwap();
+  absl::Status RollBackSwap();
 
  private:
   std::string CheckpointDir(absl::string_view id) const;

@@ -1,0 +1,346 @@
+#include "embedding/embedding_table.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "embedding/initializer.h"
+#include "embedding/optimizer.h"
+#include "embedding/table_config.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace strata {
+namespace {
+
+using ::testing::ElementsAreArray;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAreArray;
+
+EmbeddingTableConfig Config(OptimizerType optimizer, uint32_t dim = 8) {
+  EmbeddingTableConfig config;
+  config.name = "t";
+  config.dim = dim;
+  config.seed = 1234;
+  config.initializer.type = InitializerType::kUniform;
+  config.initializer.min = -0.5f;
+  config.initializer.max = 0.5f;
+  config.optimizer.type = optimizer;
+  return config;
+}
+
+// SGD, learning rate 1, zero rows: a gradient of 1 subtracts exactly 1.
+EmbeddingTableConfig CountingConfig(uint32_t dim = 4) {
+  EmbeddingTableConfig config;
+  config.name = "counts";
+  config.dim = dim;
+  config.initializer.type = InitializerType::kZeros;
+  config.optimizer.type = OptimizerType::kSgd;
+  config.optimizer.learning_rate = 1.0f;
+  return config;
+}
+
+std::vector<float> Lookup(const EmbeddingTable& table,
+                          const std::vector<FeatureId>& keys) {
+  std::vector<float> out(keys.size() * table.dim());
+  table.Lookup(keys, out.data());
+  return out;
+}
+
+struct StoredRow {
+  std::vector<float> value;
+  std::vector<float> state;
+};
+
+std::map<FeatureId, StoredRow> AllRows(const EmbeddingTable& table) {
+  std::map<FeatureId, StoredRow> rows;
+  table.ForEachRow([&](FeatureId key, const float* value, const float* state) {
+    EXPECT_EQ(rows.count(key), 0u) << "row " << key << " visited twice";
+    rows[key] = {std::vector<float>(value, value + table.dim()),
+                 std::vector<float>(state, state + table.state_dim())};
+  });
+  return rows;
+}
+
+std::vector<float> RandomGradients(std::mt19937& rng, size_t count) {
+  std::vector<float> out(count);
+  for (float& g : out) g = static_cast<float>(int(rng() % 2001) - 1000) / 100;
+  return out;
+}
+
+TEST(EmbeddingTableTest, LookupOfUnseenKeyReturnsInitializerRowWithoutStoring) {
+  const EmbeddingTableConfig config = Config(OptimizerType::kAdagrad);
+  const EmbeddingTable table(config, /*id=*/3);
+  EXPECT_EQ(table.id(), 3u);
+  EXPECT_EQ(table.dim(), 8u);
+  const Initializer initializer(config.initializer, config.seed);
+  const std::vector<FeatureId> keys = {0, 17, 17, ~FeatureId{0}, 99};
+  const std::vector<float> out = Lookup(table, keys);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    std::vector<float> expected(config.dim);
+    initializer.Fill(keys[i], config.dim, expected.data());
+    EXPECT_EQ(std::vector<float>(out.begin() + i * config.dim,
+                                 out.begin() + (i + 1) * config.dim),
+              expected)
+        << keys[i];
+  }
+  EXPECT_EQ(table.num_rows(), 0u);
+  EXPECT_THAT(AllRows(table), IsEmpty());
+}
+
+TEST(EmbeddingTableTest, LookupKeepsKeyOrderAcrossStripes) {
+  EmbeddingTable table(CountingConfig(/*dim=*/1), 1);
+  // Rows 0..4999 hold -key (every other key stored, the rest unseen = 0).
+  std::vector<FeatureId> keys;
+  for (FeatureId key = 0; key < 5000; ++key) keys.push_back(key);
+  for (FeatureId key = 0; key < 5000; key += 2) {
+    std::vector<FeatureId> one(key, key);  // `key` copies of the key.
+    if (one.empty()) continue;
+    table.ApplyGradients(one, std::vector<float>(key, 1.0f).data(), false,
+                         nullptr);
+  }
+  std::shuffle(keys.begin(), keys.end(), std::mt19937(7));
+  const std::vector<float> out = Lookup(table, keys);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    const float expected = keys[i] % 2 == 0 ? -static_cast<float>(keys[i]) : 0;
+    ASSERT_EQ(out[i], expected) << "position " << i << " key " << keys[i];
+  }
+  EXPECT_EQ(table.num_rows(), 2499u);  // Key 0 was never updated.
+}
+
+class EmbeddingTableOptimizerTest
+    : public ::testing::TestWithParam<OptimizerType> {};
+
+TEST_P(EmbeddingTableOptimizerTest,
+       ApplyGradientsThenLookupGivesOptimizerResult) {
+  const EmbeddingTableConfig config = Config(GetParam());
+  EmbeddingTable table(config, 1);
+  const Initializer initializer(config.initializer, config.seed);
+  const auto optimizer = Optimizer::Create(config.optimizer, config.dim);
+  EXPECT_EQ(table.state_dim(), optimizer->state_dim());
+
+  std::map<FeatureId, StoredRow> expected;
+  std::mt19937 rng(42);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<FeatureId> keys;
+    for (int i = 0; i < 30; ++i) keys.push_back(rng() % 50);
+    const std::vector<float> gradients =
+        RandomGradients(rng, keys.size() * config.dim);
+    table.ApplyGradients(keys, gradients.data(), false, nullptr);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      auto [it, inserted] = expected.try_emplace(keys[i]);
+      StoredRow& row = it->second;
+      if (inserted) {
+        row.value.resize(config.dim);
+        row.state.resize(optimizer->state_dim());
+        initializer.Fill(keys[i], config.dim, row.value.data());
+        optimizer->InitState(row.state.data());
+      }
+      optimizer->Apply(gradients.data() + i * config.dim, row.value.data(),
+                       row.state.data());
+    }
+  }
+  const std::map<FeatureId, StoredRow> actual = AllRows(table);
+  ASSERT_EQ(actual.size(), expected.size());
+  EXPECT_EQ(table.num_rows(), expected.size());
+  for (const auto& [key, row] : expected) {
+    ASSERT_EQ(actual.count(key), 1u) << key;
+    EXPECT_EQ(actual.at(key).value, row.value) << key;
+    EXPECT_EQ(actual.at(key).state, row.state) << key;
+    EXPECT_EQ(Lookup(table, {key}), row.value) << key;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllOptimizers, EmbeddingTableOptimizerTest,
+    ::testing::Values(OptimizerType::kSgd, OptimizerType::kAdagrad,
+                      OptimizerType::kAdam, OptimizerType::kFtrl),
+    [](const auto& info) { return std::string(OptimizerName(info.param)); });
+
+TEST(EmbeddingTableTest, DuplicateKeyInOneBatchIsAppliedTwiceInOrder) {
+  // Adam is order-sensitive: applying g1 then g2 differs from g2 then g1.
+  const EmbeddingTableConfig config = Config(OptimizerType::kAdam, 2);
+  EmbeddingTable table(config, 1);
+  const std::vector<FeatureId> keys = {5, 6, 5};
+  const std::vector<float> gradients = {1.0f, -2.0f, 0.5f, 0.5f, 3.0f, 0.25f};
+  int visits_of_5 = 0;
+  table.ApplyGradients(keys, gradients.data(), false,
+                       [&](FeatureId key, const float*, const float* state) {
+                         if (key == 5) {
+                           ++visits_of_5;
+                           EXPECT_EQ(state[4], float(visits_of_5));  // Step.
+                         }
+                       });
+  EXPECT_EQ(visits_of_5, 2);
+
+  const auto optimizer = Optimizer::Create(config.optimizer, 2);
+  std::vector<float> w(2), state(optimizer->state_dim());
+  Initializer(config.initializer, config.seed).Fill(5, 2, w.data());
+  optimizer->InitState(state.data());
+  optimizer->Apply(&gradients[0], w.data(), state.data());
+  optimizer->Apply(&gradients[4], w.data(), state.data());
+  EXPECT_EQ(Lookup(table, {5}), w);
+  EXPECT_EQ(AllRows(table).at(5).state, state);
+  EXPECT_EQ(table.num_rows(), 2u);
+}
+
+TEST(EmbeddingTableTest, DuplicateKeyWithSgdSubtractsBothGradients) {
+  EmbeddingTable table(CountingConfig(), 1);
+  const std::vector<FeatureId> keys = {9, 9, 9};
+  const std::vector<float> ones(keys.size() * 4, 1.0f);
+  table.ApplyGradients(keys, ones.data(), false, nullptr);
+  EXPECT_THAT(Lookup(table, {9}),
+              ElementsAreArray({-3.0f, -3.0f, -3.0f, -3.0f}));
+}
+
+TEST(EmbeddingTableTest, OnUpdatedSeesEveryUpdateWithItsNewValue) {
+  EmbeddingTable table(CountingConfig(/*dim=*/1), 1);
+  const std::vector<FeatureId> keys = {1, 2, 1, 3};
+  const std::vector<float> gradients = {1.0f, 2.0f, 3.0f, 4.0f};
+  std::vector<std::pair<FeatureId, float>> seen;
+  table.ApplyGradients(keys, gradients.data(), false,
+                       [&](FeatureId key, const float* value, const float*) {
+                         seen.emplace_back(key, *value);
+                       });
+  // Updates of one key come in batch order; keys of different stripes in
+  // any order.
+  EXPECT_THAT(
+      seen, UnorderedElementsAreArray(std::vector<std::pair<FeatureId, float>>{
+                {1, -1.0f}, {1, -4.0f}, {2, -2.0f}, {3, -4.0f}}));
+  auto first_1 =
+      std::find(seen.begin(), seen.end(), std::make_pair(FeatureId{1}, -1.0f));
+  auto second_1 =
+      std::find(seen.begin(), seen.end(), std::make_pair(FeatureId{1}, -4.0f));
+  EXPECT_LT(first_1, second_1);
+}
+
+void ConcurrentPushes(bool overlapping) {
+  constexpr int kThreads = 4;
+  constexpr int kKeysPerThread = 512;
+  constexpr int kRounds = 40;
+  EmbeddingTable table(CountingConfig(), 1);
+  std::atomic<int> updates{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<FeatureId> keys;
+      for (int k = 0; k < kKeysPerThread; ++k) {
+        keys.push_back(overlapping ? k : t * kKeysPerThread + k);
+      }
+      const std::vector<float> ones(keys.size() * 4, 1.0f);
+      for (int round = 0; round < kRounds; ++round) {
+        table.ApplyGradients(keys, ones.data(), /*track_dirty=*/true,
+                             [&](FeatureId, const float*, const float*) {
+                               updates.fetch_add(1, std::memory_order_relaxed);
+                             });
+        // A concurrent reader must see whole numbers only.
+        std::vector<float> row(4);
+        table.Lookup({keys[round % keys.size()]}, row.data());
+        EXPECT_EQ(row[0], row[3]);
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+
+  EXPECT_EQ(updates.load(), kThreads * kKeysPerThread * kRounds);
+  const int distinct = overlapping ? kKeysPerThread : kThreads * kKeysPerThread;
+  const float expected = overlapping ? -float(kThreads * kRounds) : -kRounds;
+  EXPECT_EQ(table.num_rows(), uint64_t(distinct));
+  const auto rows = AllRows(table);
+  ASSERT_EQ(rows.size(), size_t(distinct));
+  for (const auto& [key, row] : rows) {
+    ASSERT_THAT(row.value,
+                ElementsAreArray({expected, expected, expected, expected}))
+        << key;
+  }
+  int dirty = 0;
+  table.TakeDirtyRows([&](FeatureId, const float* value, const float*) {
+    EXPECT_EQ(value[0], expected);
+    ++dirty;
+  });
+  EXPECT_EQ(dirty, distinct);
+}
+
+TEST(EmbeddingTableTest, ConcurrentPushesOnDisjointKeysAreAllApplied) {
+  ConcurrentPushes(/*overlapping=*/false);
+}
+
+TEST(EmbeddingTableTest, ConcurrentPushesOnSameKeysAreAllApplied) {
+  ConcurrentPushes(/*overlapping=*/true);
+}
+
+TEST(EmbeddingTableTest, TakeDirtyRowsVisitsExactlyTheUpdatedKeysOnce) {
+  EmbeddingTable table(CountingConfig(/*dim=*/1), 1);
+  const std::vector<float> ones(8, 1.0f);
+  table.ApplyGradients({1, 2, 3, 2, 1000000007}, ones.data(), true, nullptr);
+  table.ApplyGradients({4}, ones.data(), /*track_dirty=*/false, nullptr);
+  const float put_value = 7.0f;
+  table.PutRow(5, &put_value, nullptr);  // Restores are not updates.
+
+  std::map<FeatureId, int> visits;
+  std::map<FeatureId, float> values;
+  auto take = [&] {
+    visits.clear();
+    values.clear();
+    table.TakeDirtyRows([&](FeatureId key, const float* value, const float*) {
+      ++visits[key];
+      values[key] = *value;
+    });
+  };
+  take();
+  EXPECT_EQ(visits, (std::map<FeatureId, int>{
+                        {1, 1}, {2, 1}, {3, 1}, {1000000007, 1}}));
+  EXPECT_EQ(values,
+            (std::map<FeatureId, float>{
+                {1, -1.0f}, {2, -2.0f}, {3, -1.0f}, {1000000007, -1.0f}}));
+  take();
+  EXPECT_THAT(visits, IsEmpty());
+  table.ApplyGradients({3}, ones.data(), true, nullptr);
+  take();
+  EXPECT_EQ(visits, (std::map<FeatureId, int>{{3, 1}}));
+  EXPECT_EQ(values[3], -2.0f);
+  EXPECT_EQ(table.num_rows(), 6u);
+}
+
+TEST(EmbeddingTableTest, PutRowReplacesValueAndOptimizerState) {
+  const EmbeddingTableConfig config = Config(OptimizerType::kAdagrad, 2);
+  EmbeddingTable table(config, 1);
+  const float value[2] = {1.0f, 2.0f};
+  const float state[2] = {4.0f, 9.0f};  // Accumulators.
+  table.PutRow(8, value, state);
+  table.PutRow(8, value, state);  // Replacing, not adding a row.
+  EXPECT_EQ(table.num_rows(), 1u);
+  EXPECT_THAT(Lookup(table, {8}), ElementsAreArray({1.0f, 2.0f}));
+  EXPECT_THAT(AllRows(table).at(8).state, ElementsAreArray({4.0f, 9.0f}));
+  // The next update continues from the stored accumulators:
+  // a = 4 + 0 = 4 -> w -= lr * 0; a = 9 + 16 = 25 -> w -= 0.01 * 4 / 5.
+  const float g[2] = {0.0f, 4.0f};
+  table.ApplyGradients({8}, g, false, nullptr);
+  const std::vector<float> after = Lookup(table, {8});
+  EXPECT_EQ(after[0], 1.0f);
+  EXPECT_FLOAT_EQ(after[1], 2.0f - 0.01f * 4.0f / (5.0f + 1e-7f));
+  EXPECT_THAT(AllRows(table).at(8).state, ElementsAreArray({4.0f, 25.0f}));
+}
+
+TEST(EmbeddingTableTest, MemoryGrowsWithRows) {
+  EmbeddingTable table(CountingConfig(/*dim=*/16), 1);
+  const uint64_t empty = table.memory_bytes();
+  std::vector<FeatureId> keys(10000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  const std::vector<float> gradients(keys.size() * 16, 1.0f);
+  table.ApplyGradients(keys, gradients.data(), false, nullptr);
+  EXPECT_EQ(table.num_rows(), 10000u);
+  // At least the 16 floats of each row.
+  EXPECT_GE(table.memory_bytes(), empty + 10000 * 16 * sizeof(float));
+}
+
+}  // namespace
+}  // namespace strata
