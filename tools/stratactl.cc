@@ -1,0 +1,189 @@
+// stratactl: admin CLI of a Strata cluster (tables, stats, health,
+// checkpoint/restore, lookups and pushes), with --json output for scripts.
+
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "common/command_line.h"
+#include "tools/flag_check.h"
+#include "tools/json_writer.h"
+#include "tools/stratactl_commands.h"
+#include "worker/ps_client.h"
+
+ABSL_FLAG(std::string, shards, "",
+          "Comma-separated host:port of every shard, in shard-index order "
+          "(required).");
+ABSL_FLAG(bool, json, false,
+          "Print one JSON document on stdout instead of text. Errors still go "
+          "to stderr, with the same exit codes.");
+ABSL_FLAG(int64_t, timeout_ms, 10000, "Deadline of each call to a shard.");
+ABSL_FLAG(int64_t, retry_deadline_ms, 5000,
+          "How long a call keeps retrying shards that answer UNAVAILABLE "
+          "(restarting, overloaded or not up yet); 0 tries once.");
+ABSL_FLAG(std::string, encoding, "float32",
+          "Value encoding on the wire for pull and push: float32 or float16.");
+
+namespace strata {
+namespace tools_internal {
+namespace {
+
+constexpr char kUsage[] =
+    "Admin CLI of a Strata parameter-server cluster.\n"
+    "Usage: stratactl --shards=host:port[,host:port...] [--json] <command> "
+    "[args]\n"
+    "Commands:\n"
+    "  create-table NAME --dim=N [--optimizer=sgd|adagrad|adam|ftrl\n"
+    "      --learning_rate=R --initializer=zeros|constant|uniform|"
+    "truncated_normal\n"
+    "      --init_value=V --init_min=A --init_max=B --init_stddev=S "
+    "--seed=N ...]\n"
+    "  tables                     name, dim, optimizer, rows, memory\n"
+    "  stats                      per-shard counters, tables, checkpoints\n"
+    "  pull TABLE KEY[,KEY...]    one row per key (or --keys=1,2,3)\n"
+    "  push TABLE --keys=K,.. --gradients=G,..   keys*dim gradients, or\n"
+    "  push TABLE --file=PATH     lines \"key g1 g2 ... gdim\"\n"
+    "  checkpoint [ID] [--global_step=N]   (no ID: \"step-<N>\")\n"
+    "  restore ID\n"
+    "  health                     exit 0 when every shard is SERVING\n"
+    "Exit status: 0 success, 1 error from the cluster, 2 usage error.\n"
+    "Example: stratactl --shards=127.0.0.1:50051 pull users 1,2,3";
+
+struct Command {
+  const char* name;
+  int (*run)(const CommandContext&);
+  size_t min_args;
+  size_t max_args;
+  const char* synopsis;
+};
+
+constexpr size_t kAny = ~size_t{0};
+
+constexpr Command kCommands[] = {
+    {"create-table", CreateTableCommand, 1, 1, "create-table NAME --dim=N"},
+    {"tables", TablesCommand, 0, 0, "tables"},
+    {"stats", StatsCommand, 0, 0, "stats"},
+    {"pull", PullCommand, 1, kAny, "pull TABLE KEY[,KEY...]"},
+    {"push", PushCommand, 1, kAny,
+     "push TABLE --keys=.. --gradients=.. | --file=PATH"},
+    {"checkpoint", CheckpointCommand, 0, 1, "checkpoint [ID]"},
+    {"restore", RestoreCommand, 1, 1, "restore ID"},
+    {"health", HealthCommand, 0, 0, "health"},
+};
+
+absl::StatusOr<std::vector<std::string>> ParseShards(absl::string_view text) {
+  std::vector<std::string> shards =
+      absl::StrSplit(text, ',', absl::SkipWhitespace());
+  if (shards.empty()) {
+    return absl::InvalidArgumentError(
+        "--shards is required (host:port of every shard, comma-separated)");
+  }
+  for (const std::string& shard : shards) {
+    if (shard.find(':') == std::string::npos) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--shards: '", shard, "' is not host:port"));
+    }
+  }
+  return shards;
+}
+
+absl::StatusOr<PsClientOptions> ClientOptionsFromFlags() {
+  PsClientOptions options;
+  absl::StatusOr<std::vector<std::string>> shards =
+      ParseShards(absl::GetFlag(FLAGS_shards));
+  if (!shards.ok()) return shards.status();
+  options.shard_addresses = *std::move(shards);
+  const int64_t timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
+  const int64_t retry_ms = absl::GetFlag(FLAGS_retry_deadline_ms);
+  if (timeout_ms <= 0) {
+    return absl::InvalidArgumentError("--timeout_ms must be > 0");
+  }
+  if (retry_ms < 0) {
+    return absl::InvalidArgumentError("--retry_deadline_ms must be >= 0");
+  }
+  options.rpc_timeout = absl::Milliseconds(timeout_ms);
+  options.retry_deadline = absl::Milliseconds(retry_ms);
+  const std::string encoding = absl::GetFlag(FLAGS_encoding);
+  if (encoding == "float32") {
+    options.encoding = v1::FLOAT32;
+  } else if (encoding == "float16") {
+    options.encoding = v1::FLOAT16;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--encoding must be float32 or float16, not '", encoding, "'"));
+  }
+  return options;
+}
+
+int Run(int argc, char** argv) {
+  const absl::Status flags = CheckCommandLineFlags(argc, argv);
+  if (!flags.ok()) return UsageError(flags.message());
+  std::vector<std::string> positional = ParseCommandLine(kUsage, argc, argv);
+  if (positional.size() < 2) {
+    return UsageError("no command given (see --help)");
+  }
+  const std::string& name = positional[1];
+  const Command* command = nullptr;
+  for (const Command& candidate : kCommands) {
+    if (name == candidate.name) command = &candidate;
+  }
+  if (command == nullptr) {
+    return UsageError(
+        absl::StrCat("unknown command '", name, "' (see --help)"));
+  }
+  CommandContext context;
+  context.args.assign(positional.begin() + 2, positional.end());
+  for (const std::string& arg : context.args) {
+    // Table names and checkpoint ids travel as protobuf strings.
+    if (!IsValidUtf8(arg)) {
+      return UsageError("arguments must be valid UTF-8");
+    }
+  }
+  context.json = absl::GetFlag(FLAGS_json);
+  if (context.args.size() < command->min_args ||
+      context.args.size() > command->max_args) {
+    return UsageError(absl::StrCat("usage: stratactl ", command->synopsis));
+  }
+  absl::StatusOr<PsClientOptions> options = ClientOptionsFromFlags();
+  if (!options.ok()) return UsageError(options.status().message());
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(*options);
+  if (!client.ok()) return UsageError(client.status().message());
+  context.client = client->get();
+  context.client_options = *std::move(options);
+  return command->run(context);
+}
+
+}  // namespace
+
+int UsageError(absl::string_view message) {
+  std::fprintf(stderr, "stratactl: %.*s\n", static_cast<int>(message.size()),
+               message.data());
+  return kExitUsage;
+}
+
+int ClusterError(const absl::Status& status) {
+  const std::string code = absl::StatusCodeToString(status.code());
+  std::fprintf(stderr, "stratactl: %s: %.*s\n", code.c_str(),
+               static_cast<int>(status.message().size()),
+               status.message().data());
+  return kExitClusterError;
+}
+
+void PrintLine(absl::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fputc('\n', stdout);
+}
+
+}  // namespace tools_internal
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  return strata::tools_internal::Run(argc, argv);
+}

@@ -1,0 +1,50 @@
+#ifndef STRATA_TOOLS_STRATACTL_COMMANDS_H_
+#define STRATA_TOOLS_STRATACTL_COMMANDS_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "worker/ps_client.h"
+
+namespace strata {
+namespace tools_internal {
+
+// Exit codes of stratactl.
+inline constexpr int kExitOk = 0;
+inline constexpr int kExitClusterError = 1;
+inline constexpr int kExitUsage = 2;
+
+// What every stratactl command gets. The client is owned by main().
+struct CommandContext {
+  PsClient* client = nullptr;
+  // The options `client` was made with (health makes one client per shard).
+  PsClientOptions client_options;
+  // Positional arguments after the command name.
+  std::vector<std::string> args;
+  // --json: one JSON document on stdout instead of text.
+  bool json = false;
+};
+
+// Print "stratactl: <message>" on stderr and return the exit code.
+int UsageError(absl::string_view message);
+// "stratactl: <CODE>: <message>", e.g. "stratactl: NOT_FOUND: ...".
+int ClusterError(const absl::Status& status);
+// Writes `text` and a newline to stdout.
+void PrintLine(absl::string_view text);
+
+// Each returns the process exit code, having printed its result or error.
+int CreateTableCommand(const CommandContext& context);
+int TablesCommand(const CommandContext& context);
+int StatsCommand(const CommandContext& context);
+int CheckpointCommand(const CommandContext& context);
+int RestoreCommand(const CommandContext& context);
+int HealthCommand(const CommandContext& context);
+int PullCommand(const CommandContext& context);
+int PushCommand(const CommandContext& context);
+
+}  // namespace tools_internal
+}  // namespace strata
+
+#endif  // STRATA_TOOLS_STRATACTL_COMMANDS_H_
