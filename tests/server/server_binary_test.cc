@@ -1,0 +1,371 @@
+// The strata-server binary (server/main.cc) as a child process: how it
+// fails on bad configurations, stops, restarts and exposes /metrics.
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
+#include "common/grpc_status.h"
+#include "embedding/embedding_table.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/strata.grpc.pb.h"
+#include "server/table_config_proto.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/status_matchers.h"
+
+namespace strata {
+namespace {
+
+using ::strata::testing::IsOk;
+using ::strata::testing::ProcessExit;
+using ::strata::testing::ServerProcess;
+using ::strata::testing::ServerProcessOptions;
+using ::strata::testing::StatusIs;
+using ::strata::testing::TempDir;
+using ::testing::AllOf;
+using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+// Matches an OK absl::StatusOr whose value equals `expected`.
+MATCHER_P(IsOkAndHolds, expected, "") {
+  if (!arg.ok()) {
+    *result_listener << "whose status is " << arg.status();
+    return false;
+  }
+  return ::testing::ExplainMatchResult(::testing::Eq(expected), *arg,
+                                       result_listener);
+}
+
+std::chrono::system_clock::time_point Deadline() {
+  return std::chrono::system_clock::now() + std::chrono::seconds(10);
+}
+
+// A stub with blocking helpers; every call has a deadline.
+class Client {
+ public:
+  explicit Client(const std::string& address)
+      : stub_(v1::ParameterServer::NewStub(grpc::CreateChannel(
+            address, grpc::InsecureChannelCredentials()))) {}
+
+  absl::Status CreateTable(const v1::TableConfig& config) {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    v1::CreateTableRequest request;
+    *request.mutable_config() = config;
+    v1::CreateTableResponse response;
+    return FromGrpcStatus(stub_->CreateTable(&context, request, &response));
+  }
+
+  absl::StatusOr<v1::ListTablesResponse> ListTables() {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    v1::ListTablesResponse response;
+    absl::Status status = FromGrpcStatus(
+        stub_->ListTables(&context, v1::ListTablesRequest(), &response));
+    if (!status.ok()) return status;
+    return response;
+  }
+
+  absl::Status Push(const std::string& table, const std::vector<uint64_t>& keys,
+                    const std::vector<float>& gradients) {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    v1::PushRequest request;
+    v1::TableBatch* batch = request.add_batches();
+    batch->set_table(table);
+    batch->mutable_keys()->Add(keys.begin(), keys.end());
+    batch->mutable_values()->Add(gradients.begin(), gradients.end());
+    v1::PushResponse response;
+    return FromGrpcStatus(stub_->Push(&context, request, &response));
+  }
+
+  absl::StatusOr<std::vector<float>> Pull(const std::string& table,
+                                          const std::vector<uint64_t>& keys) {
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    v1::PullRequest request;
+    v1::TableBatch* batch = request.add_batches();
+    batch->set_table(table);
+    batch->mutable_keys()->Add(keys.begin(), keys.end());
+    v1::PullResponse response;
+    absl::Status status =
+        FromGrpcStatus(stub_->Pull(&context, request, &response));
+    if (!status.ok()) return status;
+    if (response.batches_size() != 1) {
+      return absl::InternalError("not one batch in the answer");
+    }
+    return std::vector<float>(response.batches(0).values().begin(),
+                              response.batches(0).values().end());
+  }
+
+ private:
+  std::unique_ptr<v1::ParameterServer::Stub> stub_;
+};
+
+v1::TableConfig TableConfig(const std::string& name, v1::OptimizerType type) {
+  v1::TableConfig config;
+  config.set_name(name);
+  config.set_dim(4);
+  config.set_seed(11);
+  config.mutable_initializer()->set_type(v1::UNIFORM);
+  config.mutable_optimizer()->set_type(type);
+  config.mutable_optimizer()->set_learning_rate(0.1f);
+  return config;
+}
+
+// GET http://127.0.0.1:<port><path>; returns the body of a 200 answer.
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return absl::InternalError("socket failed");
+  timeval timeout{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return absl::UnavailableError(absl::StrCat("cannot connect to ", port));
+  }
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\n\r\n");
+  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    ::close(fd);
+    return absl::UnavailableError("send failed");
+  }
+  std::string answer;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) answer.append(buf, n);
+  ::close(fd);
+  const size_t body = answer.find("\r\n\r\n");
+  if (answer.rfind("HTTP/1.0 200", 0) != 0 || body == std::string::npos) {
+    return absl::InternalError(absl::StrCat("bad answer: ", answer));
+  }
+  return answer.substr(body + 4);
+}
+
+// The value of the sample `series` (name and labels) in Prometheus text.
+absl::StatusOr<double> SampleValue(absl::string_view text,
+                                   absl::string_view series) {
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (absl::ConsumePrefix(&line, series) && absl::ConsumePrefix(&line, " ")) {
+      double value;
+      if (absl::SimpleAtod(line, &value)) return value;
+    }
+  }
+  return absl::NotFoundError(absl::StrCat("no sample ", series));
+}
+
+TEST(ServerBinaryTest, ExitsNonZeroNamingDataDirWhenStoreIsCorrupt) {
+  ServerProcess server;
+  ASSERT_THAT(server.Start(), IsOk());
+  ASSERT_THAT(
+      Client(server.address()).CreateTable(TableConfig("t", v1::ADAGRAD)),
+      IsOk());
+  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit stopped, server.Terminate());
+  ASSERT_EQ(stopped.exit_code, 0) << server.log();
+
+  std::ofstream(server.data_dir() + "/db/CURRENT", std::ios::trunc)
+      << "\x01garbage, not a manifest name";
+  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
+  EXPECT_EQ(exit.signal, 0) << exit.ToString();
+  EXPECT_NE(exit.exit_code, 0);
+  EXPECT_THAT(server.log(),
+              AllOf(HasSubstr(server.data_dir()), HasSubstr("corrupt")));
+}
+
+TEST(ServerBinaryTest, ExitsNonZeroWhenDataDirIsARegularFile) {
+  TempDir dir("server_binary_test");
+  const std::string file = dir.path() + "/not_a_dir";
+  std::ofstream(file) << "x";
+  ServerProcessOptions options;
+  options.data_dir = file;
+  ServerProcess server(options);
+  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
+  EXPECT_EQ(exit.signal, 0) << exit.ToString();
+  EXPECT_NE(exit.exit_code, 0);
+  EXPECT_THAT(server.log(),
+              AllOf(HasSubstr(file), HasSubstr("not a directory")));
+}
+
+TEST(ServerBinaryTest, ExitsWithUsageErrorWithoutDataDir) {
+  ServerProcessOptions options;
+  options.pass_data_dir = false;
+  ServerProcess server(options);
+  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
+  EXPECT_EQ(exit.exit_code, 2) << exit.ToString();
+  EXPECT_THAT(server.log(), HasSubstr("--data_dir is required"));
+}
+
+TEST(ServerBinaryTest, ExitsWithUsageErrorForUnknownDurability) {
+  ServerProcessOptions options;
+  options.flags = {"--durability=sometimes"};
+  ServerProcess server(options);
+  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
+  EXPECT_EQ(exit.exit_code, 2) << exit.ToString();
+  EXPECT_THAT(server.log(),
+              AllOf(HasSubstr("sometimes"), HasSubstr("durability")));
+}
+
+TEST(ServerBinaryTest, ExitsWithUsageErrorForShardIndexOutOfRange) {
+  ServerProcessOptions options;
+  options.flags = {"--num_shards=2", "--shard_index=2"};
+  ServerProcess server(options);
+  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
+  EXPECT_EQ(exit.exit_code, 2) << exit.ToString();
+  EXPECT_THAT(server.log(), HasSubstr("--shard_index 2 is outside 0..1"));
+}
+
+TEST(ServerBinaryTest, ExitsNonZeroWhenPortIsInUse) {
+  ServerProcess first;
+  ASSERT_THAT(first.Start(), IsOk());
+  ServerProcessOptions options;
+  options.port = first.port();
+  ServerProcess second(options);
+  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, second.RunUntilExit());
+  EXPECT_EQ(exit.signal, 0) << exit.ToString();
+  EXPECT_NE(exit.exit_code, 0);
+  EXPECT_THAT(second.log(), AllOf(HasSubstr("in use"),
+                                  HasSubstr(absl::StrCat(first.port()))));
+  // The first server is unaffected.
+  EXPECT_THAT(Client(first.address()).ListTables(), IsOk());
+}
+
+TEST(ServerBinaryTest, MaxKeysPerRequestFlagLimitsRequests) {
+  ServerProcessOptions options;
+  options.flags = {"--max_keys_per_request=4"};
+  ServerProcess server(options);
+  ASSERT_THAT(server.Start(), IsOk());
+  Client client(server.address());
+  ASSERT_THAT(client.CreateTable(TableConfig("t", v1::SGD)), IsOk());
+  EXPECT_THAT(client.Pull("t", {1, 2, 3, 4}), IsOk());
+  EXPECT_THAT(
+      client.Pull("t", {1, 2, 3, 4, 5}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("maximum of 4")));
+}
+
+TEST(ServerBinaryTest, SigtermStopsCleanlyWithExitCodeZero) {
+  ServerProcess server;
+  ASSERT_THAT(server.Start(), IsOk());
+  Client client(server.address());
+  ASSERT_THAT(client.CreateTable(TableConfig("t", v1::SGD)), IsOk());
+  ASSERT_THAT(client.Push("t", {1, 2}, std::vector<float>(8, 1.0f)), IsOk());
+  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.Terminate());
+  EXPECT_EQ(exit.signal, 0) << exit.ToString();
+  EXPECT_EQ(exit.exit_code, 0) << server.log();
+  EXPECT_THAT(server.log(), HasSubstr("stopped cleanly"));
+}
+
+TEST(ServerBinaryTest, RestartOnSameDataDirKeepsTablesRowsAndOptimizerState) {
+  const v1::TableConfig sgd = TableConfig("sgd", v1::SGD);
+  const v1::TableConfig adagrad = TableConfig("adagrad", v1::ADAGRAD);
+  const std::vector<uint64_t> keys = {3, 1000, 77777};
+  const std::vector<float> gradients = {0.5f,  -1.0f, 2.0f, 0.25f, 1.0f,  1.5f,
+                                        -0.5f, 3.0f,  0.0f, 0.75f, -2.0f, 1.0f};
+  ServerProcess server;
+  ASSERT_THAT(server.Start(), IsOk());
+  std::vector<float> sgd_rows, adagrad_rows;
+  {
+    Client client(server.address());
+    ASSERT_THAT(client.CreateTable(sgd), IsOk());
+    ASSERT_THAT(client.CreateTable(adagrad), IsOk());
+    ASSERT_THAT(client.Push("sgd", keys, gradients), IsOk());
+    ASSERT_THAT(client.Push("adagrad", keys, gradients), IsOk());
+    STRATA_ASSERT_OK_AND_ASSIGN(sgd_rows, client.Pull("sgd", keys));
+    STRATA_ASSERT_OK_AND_ASSIGN(adagrad_rows, client.Pull("adagrad", keys));
+  }
+  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.Terminate());
+  ASSERT_EQ(exit.exit_code, 0) << server.log();
+
+  ASSERT_THAT(server.Start(), IsOk());
+  Client client(server.address());
+  STRATA_ASSERT_OK_AND_ASSIGN(v1::ListTablesResponse tables,
+                              client.ListTables());
+  ASSERT_EQ(tables.tables_size(), 2);
+  EXPECT_EQ(tables.tables(0).config().name(), "adagrad");
+  EXPECT_EQ(tables.tables(0).num_rows(), keys.size());
+  EXPECT_EQ(tables.tables(1).config().name(), "sgd");
+  EXPECT_EQ(tables.tables(1).num_rows(), keys.size());
+  EXPECT_THAT(client.Pull("sgd", keys), IsOkAndHolds(sgd_rows));
+  EXPECT_THAT(client.Pull("adagrad", keys), IsOkAndHolds(adagrad_rows));
+
+  // A second step must use the recovered Adagrad accumulators: compare with
+  // a local table that took both steps.
+  ASSERT_THAT(client.Push("adagrad", keys, gradients), IsOk());
+  STRATA_ASSERT_OK_AND_ASSIGN(EmbeddingTableConfig config,
+                              TableConfigFromProto(adagrad));
+  EmbeddingTable reference(config, 1);
+  reference.ApplyGradients(keys, gradients.data(), false, nullptr);
+  reference.ApplyGradients(keys, gradients.data(), false, nullptr);
+  std::vector<float> expected(keys.size() * 4);
+  reference.Lookup(keys, expected.data());
+  EXPECT_THAT(client.Pull("adagrad", keys), IsOkAndHolds(expected));
+}
+
+TEST(ServerBinaryTest, MetricsCountRequestsAndHealthzAnswers) {
+  ServerProcessOptions options;
+  options.flags = {"--metrics_port=0"};
+  ServerProcess server(options);
+  ASSERT_THAT(server.Start(), IsOk());
+  // The start line names the bound metrics port.
+  ASSERT_THAT(server.WaitForLog(" serving on "), IsOk());
+  const std::string log = server.log();
+  const size_t at = log.rfind("metrics_port=");
+  ASSERT_NE(at, std::string::npos) << log;
+  int metrics_port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(log.substr(at + 13, log.find(' ', at) - at - 13),
+                               &metrics_port))
+      << log;
+  ASSERT_GT(metrics_port, 0) << log;
+
+  EXPECT_THAT(HttpGet(metrics_port, "/healthz"), IsOkAndHolds("ok\n"));
+  constexpr char kPullsOk[] =
+      "strata_server_requests_total{method=\"Pull\",code=\"OK\"}";
+  STRATA_ASSERT_OK_AND_ASSIGN(std::string before,
+                              HttpGet(metrics_port, "/metrics"));
+  EXPECT_THAT(before, HasSubstr("# TYPE strata_server_requests_total counter"));
+  STRATA_ASSERT_OK_AND_ASSIGN(double pulls_before,
+                              SampleValue(before, kPullsOk));
+
+  Client client(server.address());
+  ASSERT_THAT(client.CreateTable(TableConfig("t", v1::SGD)), IsOk());
+  ASSERT_THAT(client.Pull("t", {1, 2, 3}), IsOk());
+  ASSERT_THAT(client.Pull("unknown", {1}), Not(IsOk()));
+
+  STRATA_ASSERT_OK_AND_ASSIGN(std::string after,
+                              HttpGet(metrics_port, "/metrics"));
+  EXPECT_THAT(SampleValue(after, kPullsOk), IsOkAndHolds(pulls_before + 1));
+  EXPECT_THAT(
+      SampleValue(
+          after,
+          "strata_server_requests_total{method=\"Pull\",code=\"NOT_FOUND\"}"),
+      IsOkAndHolds(1.0));
+  EXPECT_THAT(SampleValue(after, "strata_server_keys_pulled_total"),
+              IsOkAndHolds(3.0));
+  EXPECT_THAT(SampleValue(after, "strata_table_rows{table=\"t\"}"),
+              IsOkAndHolds(0.0));
+}
+
+}  // namespace
+}  // namespace strata
