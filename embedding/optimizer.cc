@@ -11,8 +11,10 @@ class SgdOptimizer final : public Optimizer {
       : Optimizer(dim), lr_(config.learning_rate) {}
   uint32_t state_dim() const override { return 0; }
   void InitState(float*) const override {}
-  void Apply(const float* g, float* w, float*) const override {
-    for (uint32_t i = 0; i < dim(); ++i) w[i] -= lr_ * g[i];
+  void Apply(const float* __restrict g, float* __restrict w,
+             float*) const override {
+    const uint32_t n = dim();
+    for (uint32_t i = 0; i < n; ++i) w[i] -= lr_ * g[i];
   }
 
  private:
@@ -30,8 +32,10 @@ class AdagradOptimizer final : public Optimizer {
   void InitState(float* state) const override {
     for (uint32_t i = 0; i < dim(); ++i) state[i] = initial_;
   }
-  void Apply(const float* g, float* w, float* acc) const override {
-    for (uint32_t i = 0; i < dim(); ++i) {
+  void Apply(const float* __restrict g, float* __restrict w,
+             float* __restrict acc) const override {
+    const uint32_t n = dim();
+    for (uint32_t i = 0; i < n; ++i) {
       acc[i] += g[i] * g[i];
       w[i] -= lr_ * g[i] / (std::sqrt(acc[i]) + epsilon_);
     }
@@ -53,14 +57,16 @@ class AdamOptimizer final : public Optimizer {
   void InitState(float* state) const override {
     for (uint32_t i = 0; i < state_dim(); ++i) state[i] = 0.0f;
   }
-  void Apply(const float* g, float* w, float* state) const override {
-    float* m = state;
-    float* v = state + dim();
-    float& step = state[2 * dim()];
-    step += 1.0f;
+  void Apply(const float* __restrict g, float* __restrict w,
+             float* __restrict state) const override {
+    const uint32_t n = dim();
+    float* __restrict m = state;
+    float* __restrict v = state + n;
+    const float step = state[2 * n] + 1.0f;
+    state[2 * n] = step;
     const float bias1 = 1.0f - std::pow(beta1_, step);
     const float bias2 = 1.0f - std::pow(beta2_, step);
-    for (uint32_t i = 0; i < dim(); ++i) {
+    for (uint32_t i = 0; i < n; ++i) {
       m[i] = beta1_ * m[i] + (1.0f - beta1_) * g[i];
       v[i] = beta2_ * v[i] + (1.0f - beta2_) * g[i] * g[i];
       const float m_hat = m[i] / bias1;
@@ -85,10 +91,12 @@ class FtrlOptimizer final : public Optimizer {
   void InitState(float* state) const override {
     for (uint32_t i = 0; i < state_dim(); ++i) state[i] = 0.0f;
   }
-  void Apply(const float* g, float* w, float* state) const override {
-    float* z = state;
-    float* n = state + dim();
-    for (uint32_t i = 0; i < dim(); ++i) {
+  void Apply(const float* __restrict g, float* __restrict w,
+             float* __restrict state) const override {
+    float* __restrict z = state;
+    float* __restrict n = state + dim();
+    const uint32_t count = dim();
+    for (uint32_t i = 0; i < count; ++i) {
       const float n_new = n[i] + g[i] * g[i];
       const float sigma = (std::sqrt(n_new) - std::sqrt(n[i])) / alpha_;
       z[i] += g[i] - sigma * w[i];
