@@ -22,8 +22,11 @@ function(strata_cc_test)
   target_compile_options(${ARG_NAME} PRIVATE ${STRATA_WARNINGS})
   target_link_libraries(${ARG_NAME} PRIVATE ${ARG_DEPS} strata_testing
                         GTest::gtest GTest::gmock GTest::gtest_main)
+  set(test_properties ENVIRONMENT "STRATA_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+  if(ARG_LABELS)
+    list(APPEND test_properties LABELS "${ARG_LABELS}")
+  endif()
   gtest_discover_tests(${ARG_NAME}
     DISCOVERY_TIMEOUT 60
-    PROPERTIES LABELS "${ARG_LABELS}"
-               ENVIRONMENT "STRATA_BIN_DIR=${CMAKE_BINARY_DIR}/bin")
+    PROPERTIES ${test_properties})
 endfunction()

@@ -56,7 +56,8 @@ class PosixFileSystem final : public FileSystem {
                                    absl::string_view content) override {
     const std::string final_path(path);
     const std::string temp_path = final_path + ".tmp";
-    const int fd = ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int fd =
+        ::open(temp_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return ErrnoStatus("cannot create", temp_path);
     size_t written = 0;
     while (written < content.size()) {

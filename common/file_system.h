@@ -62,9 +62,7 @@ class FileSystemWrapper : public FileSystem {
   absl::Status DeleteRecursively(absl::string_view path) override {
     return target_->DeleteRecursively(path);
   }
-  bool Exists(absl::string_view path) override {
-    return target_->Exists(path);
-  }
+  bool Exists(absl::string_view path) override { return target_->Exists(path); }
   bool IsDirectory(absl::string_view path) override {
     return target_->IsDirectory(path);
   }

@@ -51,7 +51,8 @@ float HalfToFloat(uint16_t half) {
   }
   if (exponent == 0) {
     // Zero or subnormal: mantissa * 2^-24.
-    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+    const float magnitude =
+        static_cast<float>(mantissa) * 5.9604644775390625e-8f;
     return sign ? -magnitude : magnitude;
   }
   return BitsToFloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));

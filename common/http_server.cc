@@ -39,8 +39,8 @@ absl::StatusOr<int> HttpServer::Start(const std::string& host, int port) {
     const std::string reason = std::strerror(errno);
     ::close(listen_fd_);
     listen_fd_ = -1;
-    return absl::UnavailableError(absl::StrCat(
-        "cannot listen on ", host, ":", port, " for metrics: ", reason));
+    return absl::UnavailableError(absl::StrCat("cannot listen on ", host, ":",
+                                               port, " for metrics: ", reason));
   }
   socklen_t len = sizeof(addr);
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
@@ -98,11 +98,11 @@ void HttpServer::ServeConnection(int fd) {
                        : response.status == 404 ? "Not Found"
                        : response.status == 503 ? "Service Unavailable"
                                                 : "Error";
-  std::string out = absl::StrCat(
-      "HTTP/1.0 ", response.status, " ", reason,
-      "\r\nContent-Type: ", response.content_type,
-      "\r\nContent-Length: ", response.body.size(),
-      "\r\nConnection: close\r\n\r\n", response.body);
+  std::string out =
+      absl::StrCat("HTTP/1.0 ", response.status, " ", reason,
+                   "\r\nContent-Type: ", response.content_type,
+                   "\r\nContent-Length: ", response.body.size(),
+                   "\r\nConnection: close\r\n\r\n", response.body);
   size_t sent = 0;
   while (sent < out.size()) {
     const ssize_t n =

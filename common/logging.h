@@ -33,7 +33,7 @@ class LogLine {
 }  // namespace logging_internal
 }  // namespace strata
 
-#define STRATA_LOG(level, component)                                      \
+#define STRATA_LOG(level, component)                                       \
   ::strata::logging_internal::LogLine(STRATA_LOG_LEVEL_##level, component) \
       .stream()
 

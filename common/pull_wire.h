@@ -57,9 +57,9 @@ class PullResponseReader {
   std::vector<grpc::Slice> slices_;
   size_t slice_ = 0;
   size_t offset_ = 0;
-  size_t batch_end_ = 0;      // Absolute position where the batch ends.
-  size_t values_left_ = 0;    // Value bytes of the batch not yet read.
-  size_t position_ = 0;       // Absolute position in the message.
+  size_t batch_end_ = 0;    // Absolute position where the batch ends.
+  size_t values_left_ = 0;  // Value bytes of the batch not yet read.
+  size_t position_ = 0;     // Absolute position in the message.
   size_t total_ = 0;
   absl::Status dump_status_;
 };

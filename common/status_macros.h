@@ -6,10 +6,10 @@
 
 // Returns from the current function when `expr` (an absl::Status) is not OK.
 // Same meaning as the ABSL_RETURN_IF_ERROR of later Abseil releases.
-#define STRATA_RETURN_IF_ERROR(expr)                  \
-  do {                                                \
-    const ::absl::Status strata_status_ = (expr);     \
-    if (!strata_status_.ok()) return strata_status_;  \
+#define STRATA_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    const ::absl::Status strata_status_ = (expr);    \
+    if (!strata_status_.ok()) return strata_status_; \
   } while (0)
 
 #define STRATA_STATUS_MACROS_CONCAT_INNER_(x, y) x##y

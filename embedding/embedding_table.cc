@@ -153,8 +153,8 @@ uint64_t EmbeddingTable::memory_bytes() const {
     absl::ReaderMutexLock lock(&stripe.mu);
     bytes += stripe.rows.capacity() * sizeof(float);
     // A flat_hash_map slot holds the pair plus one control byte.
-    bytes += stripe.index.capacity() *
-             (sizeof(std::pair<FeatureId, uint32_t>) + 1);
+    bytes +=
+        stripe.index.capacity() * (sizeof(std::pair<FeatureId, uint32_t>) + 1);
     bytes += stripe.dirty.capacity() * (sizeof(FeatureId) + 1);
   }
   return bytes;

@@ -105,7 +105,8 @@ class FtrlOptimizer final : public Optimizer {
         w[i] = 0.0f;
       } else {
         const float sign = z[i] < 0 ? -1.0f : 1.0f;
-        w[i] = -(z[i] - sign * l1_) / ((beta_ + std::sqrt(n[i])) / alpha_ + l2_);
+        w[i] =
+            -(z[i] - sign * l1_) / ((beta_ + std::sqrt(n[i])) / alpha_ + l2_);
       }
     }
   }

@@ -10,9 +10,9 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
-#include "absl/strings/strip.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/logging.h"
@@ -176,7 +176,8 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::Mutex flush_mu_ ABSL_ACQUIRED_BEFORE(commit_mu_);
   absl::Mutex commit_mu_;
   std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(commit_mu_);
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_ ABSL_GUARDED_BY(commit_mu_);
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_
+      ABSL_GUARDED_BY(commit_mu_);
 
   absl::Mutex tables_mu_;
   TableMap tables_ ABSL_GUARDED_BY(tables_mu_);
@@ -206,16 +207,15 @@ absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
       {"values", family_options},
       {"optimizer", family_options}};
   rocksdb::DB* db = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_options, files_.db_dir(), families,
-                                        &handles_, &db);
+  rocksdb::Status s =
+      rocksdb::DB::Open(db_options, files_.db_dir(), families, &handles_, &db);
   if (!s.ok()) {
     if (s.IsCorruption() || s.IsPathNotFound()) {
-      return absl::DataLossError(absl::StrCat(
-          "store in ", options_.data_dir, " is corrupt: ", s.ToString()));
+      return absl::DataLossError(absl::StrCat("store in ", options_.data_dir,
+                                              " is corrupt: ", s.ToString()));
     }
-    return absl::InternalError(absl::StrCat("cannot open store in ",
-                                            options_.data_dir, ": ",
-                                            s.ToString()));
+    return absl::InternalError(absl::StrCat(
+        "cannot open store in ", options_.data_dir, ": ", s.ToString()));
   }
   db_.reset(db);
   return LoadLocked();
@@ -254,7 +254,8 @@ absl::Status RocksDbEmbeddingStore::LoadLocked() {
       next_table_id = std::max(next_table_id, id + 1);
       tables[config.name] = std::make_unique<EmbeddingTable>(config, id);
     } else if (absl::ConsumePrefix(&rest, kClientPrefix)) {
-      STRATA_RETURN_IF_ERROR(deduplicator_.LoadWindow(std::string(rest), value));
+      STRATA_RETURN_IF_ERROR(
+          deduplicator_.LoadWindow(std::string(rest), value));
     }
   }
   if (!it->status().ok()) {
@@ -262,8 +263,8 @@ absl::Status RocksDbEmbeddingStore::LoadLocked() {
         absl::StrCat("cannot read tables: ", it->status().ToString()));
   }
   STRATA_ASSIGN_OR_RETURN(uint64_t rows, LoadRowsLocked(tables));
-  STRATA_LOG(INFO, "store") << "loaded " << tables.size() << " tables, "
-                            << rows << " rows from " << options_.data_dir;
+  STRATA_LOG(INFO, "store") << "loaded " << tables.size() << " tables, " << rows
+                            << " rows from " << options_.data_dir;
   absl::MutexLock lock(&tables_mu_);
   tables_ = std::move(tables);
   next_table_id_ = next_table_id;
@@ -290,10 +291,10 @@ absl::StatusOr<uint64_t> RocksDbEmbeddingStore::LoadRowsLocked(
     }
     EmbeddingTable* table = by_id[table_id];
     if (values->value().size() != table->dim() * sizeof(float)) {
-      return absl::DataLossError(absl::StrCat(
-          "stored row ", key, " of table '", table->config().name,
-          "' has ", values->value().size(), " bytes, expected ",
-          table->dim() * sizeof(float)));
+      return absl::DataLossError(
+          absl::StrCat("stored row ", key, " of table '", table->config().name,
+                       "' has ", values->value().size(), " bytes, expected ",
+                       table->dim() * sizeof(float)));
     }
     state.assign(table->state_dim(), 0.0f);
     if (!state.empty()) {
@@ -304,8 +305,8 @@ absl::StatusOr<uint64_t> RocksDbEmbeddingStore::LoadRowsLocked(
       if (!states->Valid() || states->key() != values->key() ||
           states->value().size() != state.size() * sizeof(float)) {
         return absl::DataLossError(absl::StrCat(
-            "optimizer state of row ", key, " of table '",
-            table->config().name, "' is missing or has a bad size"));
+            "optimizer state of row ", key, " of table '", table->config().name,
+            "' is missing or has a bad size"));
       }
       std::memcpy(state.data(), states->value().data(), states->value().size());
     }
@@ -349,9 +350,10 @@ std::vector<TableStats> RocksDbEmbeddingStore::ListTables() {
   for (const auto& [name, table] : tables_) {
     out.push_back({table->config(), table->num_rows(), table->memory_bytes()});
   }
-  std::sort(out.begin(), out.end(), [](const TableStats& a, const TableStats& b) {
-    return a.config.name < b.config.name;
-  });
+  std::sort(out.begin(), out.end(),
+            [](const TableStats& a, const TableStats& b) {
+              return a.config.name < b.config.name;
+            });
   return out;
 }
 
@@ -374,9 +376,9 @@ absl::Status RocksDbEmbeddingStore::Lookup(absl::string_view table,
     return absl::NotFoundError(absl::StrCat("unknown table '", table, "'"));
   }
   if (out.size() != keys.size() * size_t{found->dim()}) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "output of ", out.size(), " floats for ", keys.size(),
-        " keys of dimension ", found->dim()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("output of ", out.size(), " floats for ", keys.size(),
+                     " keys of dimension ", found->dim()));
   }
   found->Lookup(keys, out.data());
   return absl::OkStatus();
@@ -463,8 +465,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
     STRATA_RETURN_IF_ERROR(CheckOpenLocked());
     rocksdb::Status s = db_->SyncWAL();
     if (!s.ok()) {
-      return absl::InternalError(absl::StrCat("fsync of the log failed: ",
-                                              s.ToString()));
+      return absl::InternalError(
+          absl::StrCat("fsync of the log failed: ", s.ToString()));
     }
   }
   return false;
@@ -529,8 +531,8 @@ absl::Status RocksDbEmbeddingStore::CollectDirtyLocked(
 }
 
 void RocksDbEmbeddingStore::FlushLoop() {
-  while (!stop_flusher_.WaitForNotificationWithTimeout(
-      options_.flush_interval)) {
+  while (
+      !stop_flusher_.WaitForNotificationWithTimeout(options_.flush_interval)) {
     absl::Status s = Flush();
     if (!s.ok()) STRATA_LOG(ERROR, "store") << "periodic flush failed: " << s;
   }
@@ -589,22 +591,21 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
     // The checkpoint does not open: put the previous database back.
     CloseDbLocked();
     absl::Status rolled_back = files_.RollBackSwap();
-    absl::Status reopened =
-        rolled_back.ok() ? OpenDbLocked() : rolled_back;
+    absl::Status reopened = rolled_back.ok() ? OpenDbLocked() : rolled_back;
     STRATA_LOG(ERROR, "store")
         << "restore of checkpoint '" << checkpoint_id << "' failed (" << opened
         << "); previous state " << (reopened.ok() ? "kept" : "lost: ")
         << (reopened.ok() ? "" : reopened.ToString());
-    return absl::Status(opened.code(),
-                        absl::StrCat("restore of checkpoint '", checkpoint_id,
-                                     "' failed, previous state kept: ",
-                                     opened.message()));
+    return absl::Status(
+        opened.code(),
+        absl::StrCat("restore of checkpoint '", checkpoint_id,
+                     "' failed, previous state kept: ", opened.message()));
   }
   STRATA_RETURN_IF_ERROR(files_.FinishSwap());
   info.num_rows = TotalRows();
-  STRATA_LOG(INFO, "store") << "restored checkpoint '" << checkpoint_id
-                            << "' of step " << info.global_step << ", "
-                            << info.num_rows << " rows";
+  STRATA_LOG(INFO, "store")
+      << "restored checkpoint '" << checkpoint_id << "' of step "
+      << info.global_step << ", " << info.num_rows << " rows";
   return info;
 }
 

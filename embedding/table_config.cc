@@ -70,9 +70,9 @@ absl::StatusOr<InitializerType> ParseInitializerName(absl::string_view name) {
         InitializerType::kUniform, InitializerType::kTruncatedNormal}) {
     if (name == InitializerName(type)) return type;
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown initializer '", name,
-                   "' (expected zeros, constant, uniform or truncated_normal)"));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown initializer '", name,
+      "' (expected zeros, constant, uniform or truncated_normal)"));
 }
 
 uint32_t OptimizerStateDim(OptimizerType type, uint32_t dim) {
@@ -99,9 +99,9 @@ absl::Status ValidateTableConfig(const EmbeddingTableConfig& config) {
   }
   for (char c : config.name) {
     if (!IsValidNameChar(c)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "table config: name '", config.name,
-          "' may only hold letters, digits, '_', '-' and '.'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("table config: name '", config.name,
+                       "' may only hold letters, digits, '_', '-' and '.'"));
     }
   }
   if (config.dim == 0 || config.dim > kMaxTableDim) {
@@ -170,9 +170,9 @@ std::string SerializeTableConfig(const EmbeddingTableConfig& c) {
       " initializer=", InitializerName(i.type), " init_value=", f(i.value),
       " init_min=", f(i.min), " init_max=", f(i.max), " init_mean=", f(i.mean),
       " init_stddev=", f(i.stddev), " optimizer=", OptimizerName(o.type),
-      " lr=", f(o.learning_rate), " initial_accumulator=",
-      f(o.initial_accumulator), " epsilon=", f(o.epsilon),
-      " beta1=", f(o.beta1), " beta2=", f(o.beta2),
+      " lr=", f(o.learning_rate),
+      " initial_accumulator=", f(o.initial_accumulator),
+      " epsilon=", f(o.epsilon), " beta1=", f(o.beta1), " beta2=", f(o.beta2),
       " ftrl_beta=", f(o.ftrl_beta), " l1=", f(o.l1), " l2=", f(o.l2));
 }
 

@@ -18,11 +18,11 @@ enum class OptimizerType { kSgd, kAdagrad, kAdam, kFtrl };
 
 struct InitializerConfig {
   InitializerType type = InitializerType::kZeros;
-  float value = 0.0f;   // kConstant
-  float min = -0.05f;   // kUniform
-  float max = 0.05f;    // kUniform
-  float mean = 0.0f;    // kTruncatedNormal
-  float stddev = 0.05f; // kTruncatedNormal, cut at two standard deviations
+  float value = 0.0f;    // kConstant
+  float min = -0.05f;    // kUniform
+  float max = 0.05f;     // kUniform
+  float mean = 0.0f;     // kTruncatedNormal
+  float stddev = 0.05f;  // kTruncatedNormal, cut at two standard deviations
 };
 
 // Hyper-parameters. Defaults follow the usual published values.

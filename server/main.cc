@@ -3,7 +3,9 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -58,6 +60,26 @@ int UsageError(const std::string& message) {
   return kExitUsage;
 }
 
+// Written under a temporary name and renamed, so that a reader never sees a
+// partial number.
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp);
+    out << port << "\n";
+    out.close();
+    if (!out) {
+      return absl::InternalError(absl::StrCat("cannot write --port_file ", path,
+                                              ": ", std::strerror(errno)));
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot write --port_file ", path,
+                                            ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
 int Run() {
   LogLevel level;
   if (!ParseLogLevel(absl::GetFlag(FLAGS_log_level).c_str(), &level)) {
@@ -103,9 +125,9 @@ int Run() {
   absl::StatusOr<std::unique_ptr<EmbeddingStore>> store =
       EmbeddingStore::Open(store_options);
   if (!store.ok()) {
-    STRATA_LOG(ERROR, "server") << "cannot open --data_dir "
-                                << store_options.data_dir << ": "
-                                << store.status();
+    STRATA_LOG(ERROR, "server")
+        << "cannot open --data_dir " << store_options.data_dir << ": "
+        << store.status();
     return kExitRuntimeError;
   }
 
@@ -140,7 +162,9 @@ int Run() {
   HttpServer http;
   int metrics_port = -1;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    http.Handle("/healthz", [] { return HttpServer::Response{200, "text/plain", "ok\n"}; });
+    http.Handle("/healthz", [] {
+      return HttpServer::Response{200, "text/plain", "ok\n"};
+    });
     http.Handle("/metrics", [&service, &store] {
       std::string body = service.metrics().PrometheusText();
       absl::StrAppend(&body,
@@ -160,8 +184,8 @@ int Run() {
       }
       return HttpServer::Response{200, "text/plain; version=0.0.4", body};
     });
-    absl::StatusOr<int> started =
-        http.Start(absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port));
+    absl::StatusOr<int> started = http.Start(absl::GetFlag(FLAGS_host),
+                                             absl::GetFlag(FLAGS_metrics_port));
     if (!started.ok()) {
       STRATA_LOG(ERROR, "server") << started.status().message();
       server->Shutdown();
@@ -171,9 +195,13 @@ int Run() {
   }
 
   if (!absl::GetFlag(FLAGS_port_file).empty()) {
-    const std::string path = absl::GetFlag(FLAGS_port_file);
-    std::ofstream(path + ".tmp") << bound_port << "\n";
-    std::rename((path + ".tmp").c_str(), path.c_str());
+    absl::Status written =
+        WritePortFile(absl::GetFlag(FLAGS_port_file), bound_port);
+    if (!written.ok()) {
+      STRATA_LOG(ERROR, "server") << written.message();
+      server->Shutdown();
+      return kExitRuntimeError;
+    }
   }
   STRATA_LOG(INFO, "server")
       << "shard " << shard_index << "/" << num_shards << " serving on "
@@ -185,8 +213,8 @@ int Run() {
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);
-  STRATA_LOG(INFO, "server") << "received signal " << signal_number
-                             << ", draining";
+  STRATA_LOG(INFO, "server")
+      << "received signal " << signal_number << ", draining";
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   http.Stop();
   absl::Status flushed = (*store)->Flush();

@@ -7,13 +7,23 @@ namespace strata {
 namespace {
 
 const char* CodeName(size_t code) {
-  static const char* const kNames[] = {
-      "OK",        "CANCELLED",          "UNKNOWN",
-      "INVALID_ARGUMENT",   "DEADLINE_EXCEEDED",  "NOT_FOUND",
-      "ALREADY_EXISTS",     "PERMISSION_DENIED",  "RESOURCE_EXHAUSTED",
-      "FAILED_PRECONDITION", "ABORTED",           "OUT_OF_RANGE",
-      "UNIMPLEMENTED",      "INTERNAL",           "UNAVAILABLE",
-      "DATA_LOSS",          "UNAUTHENTICATED"};
+  static const char* const kNames[] = {"OK",
+                                       "CANCELLED",
+                                       "UNKNOWN",
+                                       "INVALID_ARGUMENT",
+                                       "DEADLINE_EXCEEDED",
+                                       "NOT_FOUND",
+                                       "ALREADY_EXISTS",
+                                       "PERMISSION_DENIED",
+                                       "RESOURCE_EXHAUSTED",
+                                       "FAILED_PRECONDITION",
+                                       "ABORTED",
+                                       "OUT_OF_RANGE",
+                                       "UNIMPLEMENTED",
+                                       "INTERNAL",
+                                       "UNAVAILABLE",
+                                       "DATA_LOSS",
+                                       "UNAUTHENTICATED"};
   return code < 17 ? kNames[code] : "UNKNOWN";
 }
 
@@ -108,9 +118,8 @@ std::string RequestMetrics::PrometheusText() const {
     }
     absl::StrAppend(
         &out, "strata_server_request_duration_seconds_sum{method=\"", name,
-        "\"} ",
-        absl::StrFormat("%.6f", latency_sum_micros_[m].load() / 1e6), "\n",
-        "strata_server_request_duration_seconds_count{method=\"", name,
+        "\"} ", absl::StrFormat("%.6f", latency_sum_micros_[m].load() / 1e6),
+        "\n", "strata_server_request_duration_seconds_count{method=\"", name,
         "\"} ", cumulative, "\n");
   }
   absl::StrAppend(

@@ -5,12 +5,12 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "grpcpp/support/proto_buffer_reader.h"
 #include "common/fp16.h"
 #include "common/grpc_status.h"
 #include "common/hash.h"
 #include "common/pull_wire.h"
 #include "common/status_macros.h"
+#include "grpcpp/support/proto_buffer_reader.h"
 #include "server/table_config_proto.h"
 
 namespace strata {
@@ -93,8 +93,7 @@ absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
     STRATA_RETURN_IF_ERROR(CheckOwnership(batch));
     STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
                             options_.store->GetTableConfig(batch.table()));
-    value_counts.push_back(static_cast<size_t>(batch.keys_size()) *
-                           config.dim);
+    value_counts.push_back(static_cast<size_t>(batch.keys_size()) * config.dim);
     value_bytes.push_back(value_counts.back() *
                           (fp16 ? sizeof(uint16_t) : sizeof(float)));
     keys += static_cast<uint64_t>(batch.keys_size());
@@ -110,8 +109,8 @@ absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
     const size_t count = value_counts[b];
     if (fp16) {
       scratch.resize(count);
-      STRATA_RETURN_IF_ERROR(options_.store->Lookup(
-          batch.table(), ids, absl::MakeSpan(scratch)));
+      STRATA_RETURN_IF_ERROR(
+          options_.store->Lookup(batch.table(), ids, absl::MakeSpan(scratch)));
       FloatsToHalves(scratch.data(), count,
                      reinterpret_cast<uint16_t*>(writer.batch_values(b)));
     } else {
@@ -146,9 +145,9 @@ absl::Status ShardService::DoPush(const v1::PushRequest& request,
                                       batch.values_size());
     if (fp16) {
       if (batch.values_fp16().size() % sizeof(uint16_t) != 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "push batch of table '", batch.table(),
-            "': values_fp16 has an odd number of bytes"));
+        return absl::InvalidArgumentError(
+            absl::StrCat("push batch of table '", batch.table(),
+                         "': values_fp16 has an odd number of bytes"));
       }
       const size_t count = batch.values_fp16().size() / sizeof(uint16_t);
       std::vector<uint16_t> halves(count);
@@ -224,10 +223,9 @@ grpc::ServerUnaryReactor* ShardService::Checkpoint(
     grpc::CallbackServerContext* context, const v1::CheckpointRequest* request,
     v1::CheckpointResponse* response) {
   return Run(context, ShardMethod::kCheckpoint, [&]() -> absl::Status {
-    const std::string id =
-        request->checkpoint_id().empty()
-            ? absl::StrCat("step-", request->global_step())
-            : request->checkpoint_id();
+    const std::string id = request->checkpoint_id().empty()
+                               ? absl::StrCat("step-", request->global_step())
+                               : request->checkpoint_id();
     STRATA_ASSIGN_OR_RETURN(
         CheckpointInfo info,
         options_.store->Checkpoint(id, request->global_step()));

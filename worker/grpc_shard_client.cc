@@ -54,19 +54,20 @@ class GrpcShardClient final : public ShardClient {
     auto* call = new Call();
     call->context.set_deadline(DeadlineFromNow(deadline));
     bool own_buffer = false;
-    grpc::Status serialized = grpc::SerializationTraits<v1::PullRequest>::Serialize(
-        request, &call->request, &own_buffer);
+    grpc::Status serialized =
+        grpc::SerializationTraits<v1::PullRequest>::Serialize(
+            request, &call->request, &own_buffer);
     if (!serialized.ok()) {
       delete call;
       done(Annotate(address_, serialized));
       return;
     }
     generic_->UnaryCall(&call->context, kPullMethod, grpc::StubOptions(),
-                       &call->request, response,
-                       [this, call, done](grpc::Status status) {
-                         delete call;
-                         done(Annotate(address_, status));
-                       });
+                        &call->request, response,
+                        [this, call, done](grpc::Status status) {
+                          delete call;
+                          done(Annotate(address_, status));
+                        });
   }
 
   void PushAsync(const v1::PushRequest& request, v1::PushResponse* response,
@@ -92,8 +93,8 @@ class GrpcShardClient final : public ShardClient {
                           absl::Duration deadline) override {
     grpc::ClientContext context;
     context.set_deadline(DeadlineFromNow(deadline));
-    return Annotate(address_, stub_->ListTables(&context, v1::ListTablesRequest(),
-                                               response));
+    return Annotate(address_, stub_->ListTables(
+                                  &context, v1::ListTablesRequest(), response));
   }
 
   absl::Status Stats(v1::StatsResponse* response,

@@ -48,6 +48,11 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
   if (client->options_.client_id.empty()) {
     client->options_.client_id = RandomClientId();
   }
+  // Sequences start at the current time in microseconds, so that a client
+  // restarted with the same configured id keeps numbering above its previous
+  // life instead of having its new pushes taken for retries of old ones.
+  client->next_sequence_ = static_cast<uint64_t>(
+      std::max<int64_t>(1, absl::ToUnixMicros(options.clock->Now())));
   auto factory = options.shard_client_factory
                      ? options.shard_client_factory
                      : [](const std::string& address) {
@@ -118,12 +123,14 @@ absl::Status PsClient::FanOut(
       last_unavailable = results[i];
     }
     if (retry.empty()) return absl::OkStatus();
-    if (clock->Now() + backoff > give_up) {
+    const absl::Duration left = give_up - clock->Now();
+    if (left <= absl::ZeroDuration()) {
       return absl::UnavailableError(absl::StrCat(
           last_unavailable.message(), " (gave up after retrying for ",
           absl::FormatDuration(options_.retry_deadline), ")"));
     }
-    clock->SleepFor(backoff);
+    // The last sleep is cut short so that one attempt lands on the deadline.
+    clock->SleepFor(std::min(backoff, left));
     backoff = std::min(backoff * 2, options_.max_backoff);
     shards = std::move(retry);
   }
@@ -197,7 +204,8 @@ absl::Status PsClient::Pull(absl::string_view table,
   // The first caller position of each unique key receives its row straight
   // from gRPC's buffer; repeated keys are copied from there afterwards.
   std::vector<std::vector<uint32_t>> first_position(shards_.size());
-  for (size_t s : targets) first_position[s].resize(routing.shard_keys[s].size());
+  for (size_t s : targets)
+    first_position[s].resize(routing.shard_keys[s].size());
   std::vector<bool> seen(routing.location.size(), false);
   for (size_t i = 0; i < keys.size(); ++i) {
     const uint32_t u = routing.unique_of[i];
@@ -216,10 +224,10 @@ absl::Status PsClient::Pull(absl::string_view table,
     absl::Status status = reader.NextBatch(&bytes, &batch_fp16);
     const size_t expected = routing.shard_keys[s].size() * dim;
     if (status.ok() && (bytes != expected * value_size || batch_fp16 != fp16)) {
-      status = absl::InvalidArgumentError(absl::StrCat(
-          bytes / value_size, " values for ", routing.shard_keys[s].size(),
-          " keys of table '", table, "'; the caller's buffer implies dimension ",
-          dim));
+      status = absl::InvalidArgumentError(
+          absl::StrCat(bytes / value_size, " values for ",
+                       routing.shard_keys[s].size(), " keys of table '", table,
+                       "'; the caller's buffer implies dimension ", dim));
     }
     for (size_t p = 0; status.ok() && p < routing.shard_keys[s].size(); ++p) {
       float* target = out.data() + size_t{first_position[s][p]} * dim;
@@ -314,8 +322,7 @@ absl::StatusOr<std::vector<v1::CheckpointResponse>> PsClient::Checkpoint(
   std::vector<v1::CheckpointResponse> responses(shards_.size());
   STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
     responses[s].Clear();
-    return shards_[s]->Checkpoint(request, &responses[s],
-                                  options_.rpc_timeout);
+    return shards_[s]->Checkpoint(request, &responses[s], options_.rpc_timeout);
   }));
   return responses;
 }
@@ -333,9 +340,8 @@ absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(
 }
 
 absl::Status PsClient::CheckHealth() {
-  return ForEachShard([&](size_t s) {
-    return shards_[s]->CheckHealth(options_.rpc_timeout);
-  });
+  return ForEachShard(
+      [&](size_t s) { return shards_[s]->CheckHealth(options_.rpc_timeout); });
 }
 
 }  // namespace strata

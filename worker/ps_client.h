@@ -108,8 +108,7 @@ class PsClient {
     std::vector<uint32_t> unique_of;
     std::vector<std::pair<uint32_t, uint32_t>> location;
   };
-  Routing Route(absl::string_view table,
-                absl::Span<const uint64_t> keys) const;
+  Routing Route(absl::string_view table, absl::Span<const uint64_t> keys) const;
 
   PsClientOptions options_;
   std::vector<std::unique_ptr<ShardClient>> shards_;

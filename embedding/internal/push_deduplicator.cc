@@ -53,8 +53,8 @@ std::string PushDeduplicator::SerializeWindow(const std::string& client_id) {
 absl::Status PushDeduplicator::LoadWindow(const std::string& client_id,
                                           absl::string_view serialized) {
   if (serialized.empty() || serialized.size() % sizeof(uint64_t) != 0) {
-    return absl::DataLossError(absl::StrCat(
-        "stored push window of client '", client_id, "' is corrupt"));
+    return absl::DataLossError(absl::StrCat("stored push window of client '",
+                                            client_id, "' is corrupt"));
   }
   Window window;
   std::memcpy(&window.floor, serialized.data(), sizeof(uint64_t));

@@ -25,7 +25,8 @@ RocksDbFiles::RocksDbFiles(std::string data_dir, FileSystem* file_system)
       file_system_(file_system) {}
 
 absl::Status RocksDbFiles::Prepare() {
-  if (file_system_->Exists(data_dir_) && !file_system_->IsDirectory(data_dir_)) {
+  if (file_system_->Exists(data_dir_) &&
+      !file_system_->IsDirectory(data_dir_)) {
     return absl::FailedPreconditionError(
         absl::StrCat("data_dir ", data_dir_, " exists and is not a directory"));
   }
@@ -57,17 +58,19 @@ absl::Status RocksDbFiles::Prepare() {
 
 absl::Status RocksDbFiles::ValidateCheckpointId(absl::string_view id) {
   if (id.empty() || id.size() > 128 || id[0] == '.') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "checkpoint id '", id, "' must be 1..128 characters, not starting "
-        "with '.'"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint id '", id,
+                     "' must be 1..128 characters, not starting "
+                     "with '.'"));
   }
   for (char c : id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
                     (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
     if (!ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "checkpoint id '", id, "' may only hold letters, digits, '_', '-' "
-          "and '.'"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("checkpoint id '", id,
+                       "' may only hold letters, digits, '_', '-' "
+                       "and '.'"));
     }
   }
   return absl::OkStatus();
@@ -139,8 +142,8 @@ absl::Status RocksDbFiles::SwapInCheckpoint(absl::string_view id) {
   std::filesystem::copy(CheckpointDir(id), restoring,
                         std::filesystem::copy_options::recursive, error);
   if (error) {
-    return absl::InternalError(absl::StrCat("cannot copy checkpoint '", id,
-                                            "': ", error.message()));
+    return absl::InternalError(
+        absl::StrCat("cannot copy checkpoint '", id, "': ", error.message()));
   }
   STRATA_RETURN_IF_ERROR(file_system_->Rename(db_dir_, old));
   return file_system_->Rename(restoring, db_dir_);

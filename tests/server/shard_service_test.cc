@@ -600,6 +600,49 @@ TEST_F(ShardServiceTest, CheckpointAndRestoreOverRpc) {
   ExpectNothingChanged();
 }
 
+TEST_F(ShardServiceTest, UnknownValueEncodingIsInvalidArgument) {
+  v1::PushRequest push = ValidPushThen();
+  push.set_encoding(static_cast<v1::ValueEncoding>(7));
+  EXPECT_THAT(Push(push), StatusIs(absl::StatusCode::kInvalidArgument,
+                                   HasSubstr("encoding 7")));
+  v1::PullRequest pull;
+  pull.set_encoding(static_cast<v1::ValueEncoding>(7));
+  v1::TableBatch* batch = pull.add_batches();
+  batch->set_table(kTable);
+  batch->add_keys(trained_[0]);
+  v1::PullResponse response;
+  EXPECT_THAT(
+      Pull(pull, &response),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("encoding 7")));
+  ExpectNothingChanged();
+}
+
+// proto3 makes 0 the sequence of a client that forgets to set one. The
+// window once started at floor 0 and took such a push for a retry, so it was
+// acknowledged as a duplicate and silently dropped; rejecting or applying it
+// are both fine.
+TEST_F(ShardServiceTest, PushWithClientIdAndSequenceZeroIsNotDropped) {
+  v1::PushRequest request;
+  request.set_client_id("forgot-the-sequence");
+  AddBatch(request, kTable, fresh_,
+           std::vector<float>(fresh_.size() * kDim, 0.5f));
+  v1::PushResponse response;
+  const absl::Status status = Push(request, &response);
+  if (!status.ok()) {
+    EXPECT_THAT(status, StatusIs(absl::StatusCode::kInvalidArgument,
+                                 HasSubstr("sequence")));
+    ExpectNothingChanged();
+    return;
+  }
+  EXPECT_FALSE(response.duplicate())
+      << "the first push of a client was taken for a retry";
+  STRATA_ASSERT_OK_AND_ASSIGN(std::vector<float> after, PullRows(fresh_));
+  const size_t offset = trained_.size() * kDim;
+  for (size_t i = 0; i < after.size(); ++i) {
+    EXPECT_EQ(after[i], rows_before_[offset + i] - 0.5f) << i;
+  }
+}
+
 TEST_F(ShardServiceTest, StatsCountersMove) {
   STRATA_ASSERT_OK_AND_ASSIGN(v1::StatsResponse before, Stats());
   EXPECT_EQ(before.shard_index(), 0u);

@@ -157,6 +157,10 @@ absl::Status ServerProcess::Spawn() {
     // The child of a multi-threaded parent: async-signal-safe calls only.
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (::getppid() != parent) ::_exit(127);
+    // Exec keeps ignored signals ignored and the mask: start from defaults.
+    for (int signal : {SIGTERM, SIGINT, SIGPIPE, SIGCHLD}) {
+      ::signal(signal, SIG_DFL);
+    }
     sigset_t none;
     sigemptyset(&none);
     ::sigprocmask(SIG_SETMASK, &none, nullptr);

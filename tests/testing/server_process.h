@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -39,6 +40,10 @@ struct ProcessExit {
   int signal = 0;      // 0 when it exited.
   std::string ToString() const;
 };
+
+inline std::ostream& operator<<(std::ostream& os, const ProcessExit& exit) {
+  return os << exit.ToString();
+}
 
 struct ServerProcessOptions {
   // Extra flags, each a whole "--name=value" argument.
