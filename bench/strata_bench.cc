@@ -13,7 +13,6 @@
 #include "bench/bench_run.h"
 #include "common/command_line.h"
 #include "proto/strata.pb.h"
-#include "tools/flag_check.h"
 
 ABSL_FLAG(std::string, mode, "",
           "load, pull or push against --shards; redis-load, redis-pull or "
@@ -150,8 +149,6 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
 }
 
 int Run(int argc, char** argv) {
-  const absl::Status flags = CheckCommandLineFlags(argc, argv);
-  if (!flags.ok()) return UsageError(flags.message());
   const std::vector<std::string> positional = ParseCommandLine(
       "Load generator for a Strata cluster, with Redis as a baseline.\n"
       "Example: strata-bench --shards=127.0.0.1:50051 --mode=pull "

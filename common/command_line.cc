@@ -1,11 +1,25 @@
 #include "common/command_line.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "common/flag_check.h"
 
 namespace strata {
+namespace {
+
+const char* Basename(const char* path) {
+  const char* slash = std::strrchr(path, '/');
+  return slash == nullptr ? path : slash + 1;
+}
+
+}  // namespace
 
 std::vector<std::string> ParseCommandLine(const char* usage, int argc,
                                           char** argv) {
@@ -17,6 +31,12 @@ std::vector<std::string> ParseCommandLine(const char* usage, int argc,
   config.contains_helpshort_flags = config.contains_help_flags;
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
+  if (absl::Status flags = CheckCommandLineFlags(argc, argv); !flags.ok()) {
+    std::fprintf(stderr, "%s: %s (see --help)\n",
+                 argc > 0 ? Basename(argv[0]) : "strata",
+                 std::string(flags.message()).c_str());
+    std::exit(kUsageExitCode);
+  }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   return std::vector<std::string>(positional.begin(), positional.end());
 }

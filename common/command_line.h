@@ -6,9 +6,14 @@
 
 namespace strata {
 
+// Exit code of a program given bad flags or arguments.
+inline constexpr int kUsageExitCode = 2;
+
 // Parses absl flags with `usage` as the --help header, listing every flag of
 // the program (not only those defined in its main file). Returns the
-// positional arguments, program name first.
+// positional arguments, program name first. An unknown flag or a bad flag
+// value prints "<program>: <problem> (see --help)" and exits with
+// kUsageExitCode.
 std::vector<std::string> ParseCommandLine(const char* usage, int argc,
                                           char** argv);
 

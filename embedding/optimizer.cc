@@ -96,18 +96,18 @@ class FtrlOptimizer final : public Optimizer {
     float* __restrict z = state;
     float* __restrict n = state + dim();
     const uint32_t count = dim();
+    // Branch-free, so that the loop vectorizes: both sides of the l1 test
+    // are computed and one is selected.
     for (uint32_t i = 0; i < count; ++i) {
       const float n_new = n[i] + g[i] * g[i];
-      const float sigma = (std::sqrt(n_new) - std::sqrt(n[i])) / alpha_;
-      z[i] += g[i] - sigma * w[i];
+      const float sqrt_new = std::sqrt(n_new);
+      const float sigma = (sqrt_new - std::sqrt(n[i])) / alpha_;
+      const float z_new = z[i] + (g[i] - sigma * w[i]);
+      z[i] = z_new;
       n[i] = n_new;
-      if (std::fabs(z[i]) <= l1_) {
-        w[i] = 0.0f;
-      } else {
-        const float sign = z[i] < 0 ? -1.0f : 1.0f;
-        w[i] =
-            -(z[i] - sign * l1_) / ((beta_ + std::sqrt(n[i])) / alpha_ + l2_);
-      }
+      const float shrunk = z_new - std::copysign(l1_, z_new);
+      const float w_new = -shrunk / ((beta_ + sqrt_new) / alpha_ + l2_);
+      w[i] = std::fabs(z_new) <= l1_ ? 0.0f : w_new;
     }
   }
 

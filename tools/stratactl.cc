@@ -13,7 +13,6 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/command_line.h"
-#include "tools/flag_check.h"
 #include "tools/json_writer.h"
 #include "tools/stratactl_commands.h"
 #include "worker/ps_client.h"
@@ -123,8 +122,6 @@ absl::StatusOr<PsClientOptions> ClientOptionsFromFlags() {
 }
 
 int Run(int argc, char** argv) {
-  const absl::Status flags = CheckCommandLineFlags(argc, argv);
-  if (!flags.ok()) return UsageError(flags.message());
   std::vector<std::string> positional = ParseCommandLine(kUsage, argc, argv);
   if (positional.size() < 2) {
     return UsageError("no command given (see --help)");

@@ -1,4 +1,4 @@
-#include "tools/flag_check.h"
+#include "common/flag_check.h"
 
 #include <string>
 

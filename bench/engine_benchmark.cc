@@ -1,0 +1,122 @@
+// Google Benchmark micro-benchmarks of the engine's hot paths, without the
+// network: batch lookups and optimizer updates on an in-memory table, fp16
+// conversion, and the raw pull wire format.
+//
+// Run: build/bin/strata-engine-benchmark --benchmark_min_time=1
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "benchmark/benchmark.h"
+#include "common/fp16.h"
+#include "common/pull_wire.h"
+#include "embedding/embedding_table.h"
+
+namespace strata {
+namespace {
+
+constexpr uint32_t kDim = 64;
+constexpr uint64_t kRows = 1 << 20;
+
+EmbeddingTableConfig Config(OptimizerType optimizer) {
+  EmbeddingTableConfig config;
+  config.name = "bench";
+  config.dim = kDim;
+  config.initializer.type = InitializerType::kUniform;
+  config.optimizer.type = optimizer;
+  return config;
+}
+
+// A table with kRows rows already written.
+EmbeddingTable& FilledTable(OptimizerType optimizer) {
+  static auto* tables = new std::vector<std::unique_ptr<EmbeddingTable>>(4);
+  auto& table = (*tables)[static_cast<size_t>(optimizer)];
+  if (table == nullptr) {
+    table = std::make_unique<EmbeddingTable>(Config(optimizer), 1);
+    std::vector<FeatureId> keys(8192);
+    std::vector<float> gradients(keys.size() * kDim, 0.01f);
+    for (uint64_t start = 0; start < kRows; start += keys.size()) {
+      for (size_t i = 0; i < keys.size(); ++i) keys[i] = start + i;
+      table->ApplyGradients(keys, gradients.data(), false, nullptr);
+    }
+  }
+  return *table;
+}
+
+std::vector<FeatureId> RandomKeys(size_t count, uint64_t seed) {
+  std::mt19937_64 random(seed);
+  std::vector<FeatureId> keys(count);
+  for (FeatureId& key : keys) key = random() % kRows;
+  return keys;
+}
+
+void BM_Lookup(benchmark::State& state) {
+  EmbeddingTable& table = FilledTable(OptimizerType::kAdagrad);
+  const std::vector<FeatureId> keys =
+      RandomKeys(static_cast<size_t>(state.range(0)), 1);
+  std::vector<float> out(keys.size() * kDim);
+  for (auto _ : state) {
+    table.Lookup(keys, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.SetBytesProcessed(state.iterations() * state.range(0) * kDim * 4);
+}
+BENCHMARK(BM_Lookup)->Arg(1000)->Arg(8192);
+
+void BM_ApplyGradients(benchmark::State& state) {
+  const auto optimizer = static_cast<OptimizerType>(state.range(0));
+  EmbeddingTable& table = FilledTable(optimizer);
+  const std::vector<FeatureId> keys = RandomKeys(8192, 2);
+  std::vector<float> gradients(keys.size() * kDim, 1e-4f);
+  for (auto _ : state) {
+    table.ApplyGradients(keys, gradients.data(), false, nullptr);
+  }
+  state.SetItemsProcessed(state.iterations() * keys.size());
+  state.SetLabel(std::string(OptimizerName(optimizer)));
+}
+BENCHMARK(BM_ApplyGradients)
+    ->Arg(static_cast<int>(OptimizerType::kSgd))
+    ->Arg(static_cast<int>(OptimizerType::kAdagrad))
+    ->Arg(static_cast<int>(OptimizerType::kAdam))
+    ->Arg(static_cast<int>(OptimizerType::kFtrl));
+
+void BM_FloatsToHalves(benchmark::State& state) {
+  std::vector<float> in(8192 * kDim, 0.123f);
+  std::vector<uint16_t> out(in.size());
+  for (auto _ : state) {
+    FloatsToHalves(in.data(), in.size(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * in.size());
+}
+BENCHMARK(BM_FloatsToHalves);
+
+// Encode a pull answer of 8192 rows into one buffer and decode it again.
+void BM_PullWireRoundTrip(benchmark::State& state) {
+  const size_t bytes = 8192 * kDim * sizeof(float);
+  std::vector<float> rows(8192 * kDim, 0.5f);
+  std::vector<float> decoded(rows.size());
+  for (auto _ : state) {
+    const size_t sizes[] = {bytes};
+    PullResponseWriter writer(sizes, /*fp16=*/false);
+    std::memcpy(writer.batch_values(0), rows.data(), bytes);
+    grpc::ByteBuffer buffer = writer.Finish();
+    PullResponseReader reader(buffer);
+    size_t got = 0;
+    bool fp16 = false;
+    if (!reader.NextBatch(&got, &fp16).ok() ||
+        !reader.ReadValues(decoded.data(), got).ok()) {
+      state.SkipWithError("decode failed");
+    }
+    benchmark::DoNotOptimize(decoded.data());
+  }
+  state.SetBytesProcessed(state.iterations() * bytes);
+}
+BENCHMARK(BM_PullWireRoundTrip);
+
+}  // namespace
+}  // namespace strata
+
+BENCHMARK_MAIN();
