@@ -13,6 +13,7 @@
 #include "absl/types/span.h"
 #include "common/clock.h"
 #include "common/file_system.h"
+#include "embedding/change_log.h"
 #include "embedding/table_config.h"
 
 namespace rocksdb {
@@ -52,7 +53,20 @@ struct EmbeddingStoreOptions {
   // RocksDB's environment; tests may pass rocksdb::NewMemEnv(). Default:
   // rocksdb::Env::Default().
   rocksdb::Env* rocksdb_env = nullptr;
+  // Recent updates kept for the change stream. Default: 256 MiB.
+  size_t change_log_bytes = size_t{256} << 20;
 };
+
+// The values (no optimizer state) of some tables at one sequence of the
+// change log: what a new follower starts from.
+struct ValueSnapshot {
+  uint64_t incarnation = 0;
+  uint64_t sequence = 0;
+  std::vector<EmbeddingTableConfig> tables;
+  // Rows in chunks of at most kSnapshotChunkRows rows.
+  std::vector<ChangedRows> chunks;
+};
+inline constexpr size_t kSnapshotChunkRows = 4096;
 
 struct TableStats {
   EmbeddingTableConfig config;
@@ -137,6 +151,15 @@ class EmbeddingStore {
   virtual std::vector<std::string> ListCheckpoints() = 0;
 
   virtual Durability durability() const = 0;
+
+  // The numbered updates applied since the store opened (or was restored):
+  // every acknowledged push and table creation, with the new row values.
+  virtual const ChangeLog& change_log() const = 0;
+  // The values of `tables` (every table when empty) consistent with one
+  // sequence of change_log(). Pushes wait while the values are copied.
+  // NOT_FOUND for an unknown table.
+  virtual absl::StatusOr<ValueSnapshot> SnapshotValues(
+      absl::Span<const std::string> tables) = 0;
 };
 
 }  // namespace strata

@@ -91,7 +91,9 @@ absl::Status FirstInvalidGradient(const GradientBatch& batch, uint32_t dim) {
 class RocksDbEmbeddingStore final : public EmbeddingStore {
  public:
   explicit RocksDbEmbeddingStore(const EmbeddingStoreOptions& options)
-      : options_(options), files_(options.data_dir, options.file_system) {}
+      : options_(options),
+        files_(options.data_dir, options.file_system),
+        change_log_(options.change_log_bytes, options.clock) {}
 
   ~RocksDbEmbeddingStore() override {
     if (flusher_.joinable()) {
@@ -133,6 +135,9 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
     return files_.ListCheckpoints();
   }
   Durability durability() const override { return options_.durability; }
+  const ChangeLog& change_log() const override { return change_log_; }
+  absl::StatusOr<ValueSnapshot> SnapshotValues(
+      absl::Span<const std::string> tables) override;
 
  private:
   absl::Status OpenDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
@@ -156,6 +161,11 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   uint64_t TotalRows();
   void FlushLoop();
+  // Appends the new values of the rows a push changed to the change log.
+  // The values are read while the log is locked, so that of two pushes
+  // changing a row, the later record carries the later value.
+  void RecordChange(absl::Span<const GradientBatch> batches,
+                    const std::vector<EmbeddingTable*>& tables);
 
   EmbeddingTable* FindTable(absl::string_view name)
       ABSL_SHARED_LOCKS_REQUIRED(tables_mu_) {
@@ -184,6 +194,7 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   TableId next_table_id_ ABSL_GUARDED_BY(tables_mu_) = 1;
 
   PushDeduplicator deduplicator_;
+  ChangeLog change_log_;
   absl::Notification stop_flusher_;
   std::thread flusher_;
 };
@@ -340,6 +351,9 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
   STRATA_RETURN_IF_ERROR(WriteLocked(batch, /*sync=*/true));
   ++next_table_id_;
   tables_[config.name] = std::make_unique<EmbeddingTable>(config, id);
+  change_log_.Append([&config](ChangeRecord& record) {
+    record.created_table = std::make_unique<EmbeddingTableConfig>(config);
+  });
   STRATA_LOG(INFO, "store") << "created table " << SerializeTableConfig(config);
   return true;
 }
@@ -455,6 +469,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
     }
     written = WriteLocked(write, /*sync=*/false);
   }
+  if (written.ok()) RecordChange(batches, tables);
   unlock();
   STRATA_RETURN_IF_ERROR(written);
   if (options_.durability == Durability::kSync) {
@@ -601,12 +616,69 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
         absl::StrCat("restore of checkpoint '", checkpoint_id,
                      "' failed, previous state kept: ", opened.message()));
   }
+  // The rows changed wholesale: followers must start over from a snapshot.
+  change_log_.StartNewIncarnation();
   STRATA_RETURN_IF_ERROR(files_.FinishSwap());
   info.num_rows = TotalRows();
   STRATA_LOG(INFO, "store")
       << "restored checkpoint '" << checkpoint_id << "' of step "
       << info.global_step << ", " << info.num_rows << " rows";
   return info;
+}
+
+void RocksDbEmbeddingStore::RecordChange(
+    absl::Span<const GradientBatch> batches,
+    const std::vector<EmbeddingTable*>& tables) {
+  change_log_.Append([&](ChangeRecord& record) {
+    record.rows.resize(batches.size());
+    for (size_t b = 0; b < batches.size(); ++b) {
+      ChangedRows& rows = record.rows[b];
+      rows.table = std::string(batches[b].table);
+      rows.dim = tables[b]->dim();
+      rows.keys.assign(batches[b].keys.begin(), batches[b].keys.end());
+      rows.values.resize(rows.keys.size() * rows.dim);
+      tables[b]->Lookup(rows.keys, rows.values.data());
+    }
+  });
+}
+
+absl::StatusOr<ValueSnapshot> RocksDbEmbeddingStore::SnapshotValues(
+    absl::Span<const std::string> names) {
+  // Exclusive: no push is between applying its rows and logging them.
+  absl::MutexLock commit_lock(&commit_mu_);
+  absl::ReaderMutexLock lock(&tables_mu_);
+  std::vector<EmbeddingTable*> chosen;
+  if (names.empty()) {
+    for (auto& [name, table] : tables_) chosen.push_back(table.get());
+  } else {
+    for (const std::string& name : names) {
+      EmbeddingTable* table = FindTable(name);
+      if (table == nullptr) {
+        return absl::NotFoundError(absl::StrCat("unknown table '", name, "'"));
+      }
+      chosen.push_back(table);
+    }
+  }
+  ValueSnapshot snapshot;
+  snapshot.incarnation = change_log_.incarnation();
+  snapshot.sequence = change_log_.latest_sequence();
+  for (EmbeddingTable* table : chosen) {
+    snapshot.tables.push_back(table->config());
+    const uint32_t dim = table->dim();
+    table->ForEachRow([&](FeatureId key, const float* value, const float*) {
+      if (snapshot.chunks.empty() ||
+          snapshot.chunks.back().table != table->config().name ||
+          snapshot.chunks.back().keys.size() >= kSnapshotChunkRows) {
+        snapshot.chunks.emplace_back();
+        snapshot.chunks.back().table = table->config().name;
+        snapshot.chunks.back().dim = dim;
+      }
+      ChangedRows& chunk = snapshot.chunks.back();
+      chunk.keys.push_back(key);
+      chunk.values.insert(chunk.values.end(), value, value + dim);
+    });
+  }
+  return snapshot;
 }
 
 }  // namespace

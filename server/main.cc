@@ -46,6 +46,9 @@ ABSL_FLAG(int, metrics_port, -1,
           "picks a free one.");
 ABSL_FLAG(int64_t, max_keys_per_request, 262144,
           "Largest number of keys one Pull or Push may carry.");
+ABSL_FLAG(int64_t, change_log_mb, 256,
+          "Memory for recent updates kept for the change stream (serving "
+          "followers); a follower further behind gets a new snapshot.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
 
 namespace strata {
@@ -106,6 +109,9 @@ int Run() {
   if (!durability.ok()) {
     return UsageError(std::string(durability.status().message()));
   }
+  if (absl::GetFlag(FLAGS_change_log_mb) < 1) {
+    return UsageError("--change_log_mb must be >= 1");
+  }
   if (absl::GetFlag(FLAGS_flush_interval_ms) < 1) {
     return UsageError("--flush_interval_ms must be >= 1");
   }
@@ -122,6 +128,8 @@ int Run() {
   store_options.durability = *durability;
   store_options.flush_interval =
       absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
+  store_options.change_log_bytes =
+      static_cast<size_t>(absl::GetFlag(FLAGS_change_log_mb)) << 20;
   absl::StatusOr<std::unique_ptr<EmbeddingStore>> store =
       EmbeddingStore::Open(store_options);
   if (!store.ok()) {

@@ -45,6 +45,8 @@ const char* RequestMetrics::MethodName(ShardMethod method) {
       return "Restore";
     case ShardMethod::kStats:
       return "Stats";
+    case ShardMethod::kSubscribe:
+      return "Subscribe";
     case ShardMethod::kCount:
       break;
   }

@@ -20,6 +20,7 @@ enum class ShardMethod {
   kCheckpoint,
   kRestore,
   kStats,
+  kSubscribe,
   kCount,  // Not a method: the number of them.
 };
 

@@ -11,6 +11,7 @@
 #include "common/pull_wire.h"
 #include "common/status_macros.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "server/internal/subscription.h"
 #include "server/table_config_proto.h"
 
 namespace strata {
@@ -275,6 +276,17 @@ grpc::ServerUnaryReactor* ShardService::Stats(
     }
     return absl::OkStatus();
   });
+}
+
+grpc::ServerWriteReactor<v1::ChangeBatch>* ShardService::Subscribe(
+    grpc::CallbackServerContext*, const v1::SubscribeRequest* request) {
+  metrics_.Record(ShardMethod::kSubscribe, absl::StatusCode::kOk,
+                  absl::ZeroDuration());
+  server_internal::SubscriptionOptions options;
+  options.store = options_.store;
+  options.shard_index = options_.shard_index;
+  options.num_shards = options_.num_shards;
+  return new server_internal::Subscription(options, *request);
 }
 
 }  // namespace strata

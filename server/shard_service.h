@@ -59,6 +59,9 @@ class ShardService final
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* context,
                                   const v1::StatsRequest* request,
                                   v1::StatsResponse* response) override;
+  grpc::ServerWriteReactor<v1::ChangeBatch>* Subscribe(
+      grpc::CallbackServerContext* context,
+      const v1::SubscribeRequest* request) override;
 
   const RequestMetrics& metrics() const { return metrics_; }
 

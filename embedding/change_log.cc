@@ -1,0 +1,98 @@
+#include "embedding/change_log.h"
+
+#include <random>
+
+#include "absl/strings/str_cat.h"
+
+namespace strata {
+namespace {
+
+uint64_t RandomIncarnation() {
+  std::random_device device;
+  uint64_t value = 0;
+  while (value == 0) {  // 0 means "none" on the wire.
+    value = (static_cast<uint64_t>(device()) << 32) | device();
+  }
+  return value;
+}
+
+}  // namespace
+
+size_t ChangeRecord::bytes() const {
+  size_t total = sizeof(ChangeRecord);
+  for (const ChangedRows& rows : rows) {
+    total += rows.table.size() + rows.keys.size() * sizeof(FeatureId) +
+             rows.values.size() * sizeof(float);
+  }
+  return total;
+}
+
+ChangeLog::ChangeLog(size_t max_bytes, Clock* clock)
+    : max_bytes_(max_bytes), clock_(clock), incarnation_(RandomIncarnation()) {}
+
+uint64_t ChangeLog::incarnation() const {
+  absl::MutexLock lock(&mu_);
+  return incarnation_;
+}
+
+uint64_t ChangeLog::latest_sequence() const {
+  absl::MutexLock lock(&mu_);
+  return latest_;
+}
+
+uint64_t ChangeLog::Append(const Filler& fill) {
+  auto record = std::make_shared<ChangeRecord>();
+  absl::MutexLock lock(&mu_);
+  fill(*record);
+  record->sequence = ++latest_;
+  record->acknowledged = clock_->Now();
+  bytes_ += record->bytes();
+  records_.push_back(std::move(record));
+  // Keep at least the newest record, whatever its size.
+  while (bytes_ > max_bytes_ && records_.size() > 1) {
+    bytes_ -= records_.front()->bytes();
+    records_.pop_front();
+  }
+  return latest_;
+}
+
+void ChangeLog::StartNewIncarnation() {
+  absl::MutexLock lock(&mu_);
+  incarnation_ = RandomIncarnation();
+  latest_ = 0;
+  bytes_ = 0;
+  records_.clear();
+}
+
+absl::Status ChangeLog::ReadAfter(
+    uint64_t after, size_t max_records,
+    std::vector<std::shared_ptr<const ChangeRecord>>* out) const {
+  absl::MutexLock lock(&mu_);
+  if (after > latest_) {
+    return absl::OutOfRangeError(
+        absl::StrCat("sequence ", after, " is past the shard's latest ",
+                     latest_, " of incarnation ", incarnation_));
+  }
+  if (after == latest_) return absl::OkStatus();
+  if (records_.empty() || records_.front()->sequence > after + 1) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "changes after sequence ", after, " are no longer kept (oldest kept: ",
+        records_.empty() ? latest_ + 1 : records_.front()->sequence, ")"));
+  }
+  const size_t first = after + 1 - records_.front()->sequence;
+  for (size_t i = first; i < records_.size() && out->size() < max_records;
+       ++i) {
+    out->push_back(records_[i]);
+  }
+  return absl::OkStatus();
+}
+
+bool ChangeLog::WaitForChange(uint64_t after, absl::Time deadline) const {
+  absl::MutexLock lock(&mu_);
+  auto changed = [this, after]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return latest_ > after;
+  };
+  return mu_.AwaitWithDeadline(absl::Condition(&changed), deadline);
+}
+
+}  // namespace strata

@@ -1,0 +1,83 @@
+#ifndef STRATA_EMBEDDING_CHANGE_LOG_H_
+#define STRATA_EMBEDDING_CHANGE_LOG_H_
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+#include "embedding/table_config.h"
+
+namespace strata {
+
+// The new values of the rows one update changed, in one table.
+struct ChangedRows {
+  std::string table;
+  uint32_t dim = 0;
+  std::vector<FeatureId> keys;
+  std::vector<float> values;  // keys.size() * dim
+};
+
+// One applied update of a shard: a push (rows of one or more tables) or the
+// creation of a table.
+struct ChangeRecord {
+  uint64_t sequence = 0;
+  absl::Time acknowledged;
+  std::vector<ChangedRows> rows;
+  // Set for a table creation.
+  std::unique_ptr<EmbeddingTableConfig> created_table;
+
+  size_t bytes() const;
+};
+
+// The recent updates of a shard, numbered 1, 2, ... within an incarnation,
+// kept up to a byte budget so that the change stream can replay them to
+// followers. A follower that falls behind what is kept starts over from a
+// snapshot, so a slow follower never makes the log grow. Thread-safe.
+class ChangeLog {
+ public:
+  // Fills the rows of a new record while the log is locked, so that record
+  // order and the order in which row values were read agree.
+  using Filler = std::function<void(ChangeRecord& record)>;
+
+  ChangeLog(size_t max_bytes, Clock* clock);
+  ChangeLog(const ChangeLog&) = delete;
+  ChangeLog& operator=(const ChangeLog&) = delete;
+
+  // Random, and new after every StartNewIncarnation.
+  uint64_t incarnation() const;
+  uint64_t latest_sequence() const;
+  // Numbers and stores a record; returns its sequence.
+  uint64_t Append(const Filler& fill);
+  // Forgets every record and draws a new incarnation (the shard's state was
+  // replaced, so old sequences mean nothing).
+  void StartNewIncarnation();
+
+  // Appends to `out` up to `max_records` records with sequence > `after`.
+  // OUT_OF_RANGE when record after+1 is no longer kept or `after` is past
+  // the latest sequence.
+  absl::Status ReadAfter(
+      uint64_t after, size_t max_records,
+      std::vector<std::shared_ptr<const ChangeRecord>>* out) const;
+  // Returns when the latest sequence passes `after` (true) or at `deadline`.
+  bool WaitForChange(uint64_t after, absl::Time deadline) const;
+
+ private:
+  const size_t max_bytes_;
+  Clock* const clock_;
+  mutable absl::Mutex mu_;
+  uint64_t incarnation_ ABSL_GUARDED_BY(mu_);
+  uint64_t latest_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<std::shared_ptr<const ChangeRecord>> records_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace strata
+
+#endif  // STRATA_EMBEDDING_CHANGE_LOG_H_

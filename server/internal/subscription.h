@@ -1,0 +1,73 @@
+#ifndef STRATA_SERVER_INTERNAL_SUBSCRIPTION_H_
+#define STRATA_SERVER_INTERNAL_SUBSCRIPTION_H_
+
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "embedding/embedding_store.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/strata.pb.h"
+
+namespace strata {
+namespace server_internal {
+
+struct SubscriptionOptions {
+  EmbeddingStore* store = nullptr;
+  uint32_t shard_index = 0;
+  uint32_t num_shards = 1;
+  // Records sent per DELTA read from the log.
+  size_t max_records_per_read = 64;
+  // An idle stream sends a HEARTBEAT this often.
+  absl::Duration heartbeat_interval = absl::Seconds(1);
+};
+
+// One follower's change stream (ParameterServer.Subscribe): a snapshot when
+// needed, then the change log's records in order. A producer thread builds
+// the batches and hands them to gRPC one at a time: a slow follower holds
+// back only its own thread, and once it falls behind what the log keeps it
+// gets a new snapshot instead of a growing queue.
+//
+// Owns itself: deleted by gRPC's OnDone.
+class Subscription final : public grpc::ServerWriteReactor<v1::ChangeBatch> {
+ public:
+  Subscription(const SubscriptionOptions& options,
+               const v1::SubscribeRequest& request);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  void Produce();
+  // Sends a snapshot; returns the sequence it is consistent with.
+  absl::Status SendSnapshot(uint64_t* sequence);
+  // Sends what the log holds after `*sequence` and advances it.
+  absl::Status SendDeltas(uint64_t* sequence);
+  v1::ChangeBatch NewBatch(v1::ChangeBatch::Kind kind, uint64_t sequence);
+  // True when the log moved past `sequence` (or the stream was cancelled),
+  // false when a heartbeat is due.
+  bool WaitForChangeOrCancel(uint64_t sequence);
+  // Blocks until gRPC took the batch; false when the stream is over.
+  bool Send(v1::ChangeBatch batch);
+  bool cancelled();
+
+  const SubscriptionOptions options_;
+  const v1::SubscribeRequest request_;
+  uint64_t incarnation_ = 0;
+
+  absl::Mutex mu_;
+  v1::ChangeBatch in_flight_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool write_failed_ ABSL_GUARDED_BY(mu_) = false;
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread producer_;
+};
+
+}  // namespace server_internal
+}  // namespace strata
+
+#endif  // STRATA_SERVER_INTERNAL_SUBSCRIPTION_H_

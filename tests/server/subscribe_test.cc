@@ -1,0 +1,220 @@
+// The change stream (ParameterServer.Subscribe) of a shard behind a real
+// loopback gRPC server with a real RocksDB store.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "embedding/embedding_store.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/strata.grpc.pb.h"
+#include "server/shard_service.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/status_matchers.h"
+
+namespace strata {
+namespace {
+
+using ::strata::testing::IsOk;
+using ::testing::ElementsAre;
+
+constexpr uint32_t kDim = 2;
+
+v1::TableConfig SgdTable(const std::string& name) {
+  v1::TableConfig config;
+  config.set_name(name);
+  config.set_dim(kDim);
+  config.mutable_optimizer()->set_type(v1::SGD);
+  config.mutable_optimizer()->set_learning_rate(1.0f);
+  return config;
+}
+
+class SubscribeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EmbeddingStoreOptions store_options;
+    store_options.data_dir = dir_.path() + "/data";
+    auto store = EmbeddingStore::Open(store_options);
+    ASSERT_THAT(store.status(), IsOk());
+    store_ = *std::move(store);
+    ShardServiceOptions options;
+    options.store = store_.get();
+    service_ = std::make_unique<ShardService>(options);
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                             &port);
+    builder.RegisterService(service_.get());
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(server_, nullptr);
+    stub_ = v1::ParameterServer::NewStub(
+        grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
+                            grpc::InsecureChannelCredentials()));
+    CreateTable("a");
+    CreateTable("b");
+  }
+
+  void TearDown() override {
+    for (auto& context : contexts_) context->TryCancel();
+    readers_.clear();
+    if (server_) {
+      server_->Shutdown(std::chrono::system_clock::now() +
+                        std::chrono::seconds(5));
+    }
+  }
+
+  void CreateTable(const std::string& name) {
+    grpc::ClientContext context;
+    v1::CreateTableRequest request;
+    *request.mutable_config() = SgdTable(name);
+    v1::CreateTableResponse response;
+    ASSERT_TRUE(stub_->CreateTable(&context, request, &response).ok());
+  }
+
+  // Pushes gradient `g` for every coordinate of `keys` of `table`.
+  void Push(const std::string& table, const std::vector<uint64_t>& keys,
+            float g) {
+    grpc::ClientContext context;
+    v1::PushRequest request;
+    v1::TableBatch* batch = request.add_batches();
+    batch->set_table(table);
+    batch->mutable_keys()->Add(keys.begin(), keys.end());
+    for (size_t i = 0; i < keys.size() * kDim; ++i) batch->add_values(g);
+    v1::PushResponse response;
+    ASSERT_TRUE(stub_->Push(&context, request, &response).ok());
+  }
+
+  grpc::ClientReader<v1::ChangeBatch>* Subscribe(
+      uint64_t incarnation, uint64_t from,
+      const std::vector<std::string>& tables = {}) {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::seconds(20));
+    v1::SubscribeRequest request;
+    request.set_incarnation(incarnation);
+    request.set_from_sequence(from);
+    for (const std::string& table : tables) request.add_tables(table);
+    readers_.push_back(stub_->Subscribe(context.get(), request));
+    contexts_.push_back(std::move(context));
+    return readers_.back().get();
+  }
+
+  // The next batch that is not a heartbeat.
+  static v1::ChangeBatch Next(grpc::ClientReader<v1::ChangeBatch>* reader) {
+    v1::ChangeBatch batch;
+    while (reader->Read(&batch)) {
+      if (batch.kind() != v1::ChangeBatch::HEARTBEAT) return batch;
+    }
+    ADD_FAILURE() << "stream ended: " << reader->Finish().error_message();
+    return batch;
+  }
+
+  testing::TempDir dir_{"subscribe"};
+  std::unique_ptr<EmbeddingStore> store_;
+  std::unique_ptr<ShardService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<v1::ParameterServer::Stub> stub_;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts_;
+  std::vector<std::unique_ptr<grpc::ClientReader<v1::ChangeBatch>>> readers_;
+};
+
+TEST_F(SubscribeTest, NewFollowerGetsASnapshotThenDeltasInOrder) {
+  Push("a", {1, 2}, 0.5f);
+  auto* reader = Subscribe(0, 0);
+  v1::ChangeBatch begin = Next(reader);
+  ASSERT_EQ(begin.kind(), v1::ChangeBatch::SNAPSHOT_BEGIN);
+  EXPECT_EQ(begin.table_configs_size(), 2);
+  const uint64_t snapshot_sequence = begin.sequence();
+  EXPECT_EQ(snapshot_sequence, 3u);  // Two table creations and one push.
+  v1::ChangeBatch rows = Next(reader);
+  ASSERT_EQ(rows.kind(), v1::ChangeBatch::SNAPSHOT_ROWS);
+  ASSERT_EQ(rows.rows_size(), 1);
+  EXPECT_EQ(rows.rows(0).table(), "a");
+  EXPECT_EQ(rows.rows(0).keys_size(), 2);
+  EXPECT_THAT(rows.rows(0).values(), ElementsAre(-0.5f, -0.5f, -0.5f, -0.5f));
+  v1::ChangeBatch end = Next(reader);
+  ASSERT_EQ(end.kind(), v1::ChangeBatch::SNAPSHOT_END);
+  EXPECT_EQ(end.sequence(), snapshot_sequence);
+
+  Push("a", {2}, 1.0f);
+  Push("b", {9}, 2.0f);
+  v1::ChangeBatch first = Next(reader);
+  ASSERT_EQ(first.kind(), v1::ChangeBatch::DELTA);
+  EXPECT_EQ(first.sequence(), snapshot_sequence + 1);
+  EXPECT_EQ(first.incarnation(), begin.incarnation());
+  EXPECT_GT(first.acknowledged_micros(), 0);
+  ASSERT_EQ(first.rows_size(), 1);
+  EXPECT_THAT(first.rows(0).keys(), ElementsAre(2u));
+  // Full new values, not increments: -0.5 - 1.0.
+  EXPECT_THAT(first.rows(0).values(), ElementsAre(-1.5f, -1.5f));
+  v1::ChangeBatch second = Next(reader);
+  EXPECT_EQ(second.sequence(), snapshot_sequence + 2);
+  ASSERT_EQ(second.rows_size(), 1);
+  EXPECT_EQ(second.rows(0).table(), "b");
+}
+
+TEST_F(SubscribeTest, FollowerOfTheSameIncarnationResumesWithoutSnapshot) {
+  auto* first = Subscribe(0, 0);
+  v1::ChangeBatch begin = Next(first);
+  ASSERT_EQ(begin.kind(), v1::ChangeBatch::SNAPSHOT_BEGIN);
+  Push("a", {1}, 1.0f);
+  Push("a", {1}, 1.0f);
+  auto* resumed = Subscribe(begin.incarnation(), begin.sequence() + 1);
+  v1::ChangeBatch next = Next(resumed);
+  ASSERT_EQ(next.kind(), v1::ChangeBatch::DELTA);
+  EXPECT_EQ(next.sequence(), begin.sequence() + 2);
+  EXPECT_THAT(next.rows(0).values(), ElementsAre(-2.0f, -2.0f));
+}
+
+TEST_F(SubscribeTest, FutureSequenceIsOutOfRange) {
+  auto* first = Subscribe(0, 0);
+  v1::ChangeBatch begin = Next(first);
+  auto* future = Subscribe(begin.incarnation(), begin.sequence() + 100);
+  v1::ChangeBatch batch;
+  EXPECT_FALSE(future->Read(&batch));
+  grpc::Status status = future->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::OUT_OF_RANGE);
+  EXPECT_THAT(status.error_message(), ::testing::HasSubstr("past"));
+}
+
+TEST_F(SubscribeTest, AnotherIncarnationStartsWithASnapshot) {
+  Push("a", {1}, 1.0f);
+  auto* reader = Subscribe(12345, 2);
+  EXPECT_EQ(Next(reader).kind(), v1::ChangeBatch::SNAPSHOT_BEGIN);
+}
+
+TEST_F(SubscribeTest, UnfollowedTablesAdvanceTheSequenceWithoutRows) {
+  auto* reader = Subscribe(0, 0, {"a"});
+  v1::ChangeBatch begin = Next(reader);
+  ASSERT_EQ(begin.table_configs_size(), 1);
+  EXPECT_EQ(begin.table_configs(0).name(), "a");
+  ASSERT_EQ(Next(reader).kind(), v1::ChangeBatch::SNAPSHOT_END);
+  Push("b", {1}, 1.0f);
+  v1::ChangeBatch delta = Next(reader);
+  EXPECT_EQ(delta.sequence(), begin.sequence() + 1);
+  EXPECT_EQ(delta.rows_size(), 0);
+}
+
+TEST_F(SubscribeTest, RestoreOfACheckpointStartsANewSnapshot) {
+  Push("a", {1}, 1.0f);
+  ASSERT_THAT(store_->Checkpoint("c1", 1).status(), IsOk());
+  auto* reader = Subscribe(0, 0);
+  v1::ChangeBatch begin = Next(reader);
+  ASSERT_EQ(Next(reader).kind(), v1::ChangeBatch::SNAPSHOT_ROWS);
+  ASSERT_EQ(Next(reader).kind(), v1::ChangeBatch::SNAPSHOT_END);
+  Push("a", {1}, 1.0f);
+  ASSERT_EQ(Next(reader).kind(), v1::ChangeBatch::DELTA);
+  ASSERT_THAT(store_->Restore("c1").status(), IsOk());
+  v1::ChangeBatch again = Next(reader);
+  ASSERT_EQ(again.kind(), v1::ChangeBatch::SNAPSHOT_BEGIN);
+  EXPECT_NE(again.incarnation(), begin.incarnation());
+  v1::ChangeBatch rows = Next(reader);
+  ASSERT_EQ(rows.kind(), v1::ChangeBatch::SNAPSHOT_ROWS);
+  EXPECT_THAT(rows.rows(0).values(), ElementsAre(-1.0f, -1.0f));
+}
+
+}  // namespace
+}  // namespace strata
