@@ -1,14 +1,17 @@
 #include "common/command_line.h"
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <string>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "common/flag_check.h"
 
 namespace strata {
@@ -39,6 +42,24 @@ std::vector<std::string> ParseCommandLine(const char* usage, int argc,
   }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   return std::vector<std::string>(positional.begin(), positional.end());
+}
+
+absl::Status WritePortFile(const std::string& path, int port) {
+  const std::string temp = path + ".tmp";
+  {
+    std::ofstream out(temp);
+    out << port << "\n";
+    out.close();
+    if (!out) {
+      return absl::InternalError(absl::StrCat("cannot write --port_file ", path,
+                                              ": ", std::strerror(errno)));
+    }
+  }
+  if (std::rename(temp.c_str(), path.c_str()) != 0) {
+    return absl::InternalError(absl::StrCat("cannot write --port_file ", path,
+                                            ": ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace strata

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
+
 namespace strata {
 
 // Exit code of a program given bad flags or arguments.
@@ -16,6 +18,11 @@ inline constexpr int kUsageExitCode = 2;
 // kUsageExitCode.
 std::vector<std::string> ParseCommandLine(const char* usage, int argc,
                                           char** argv);
+
+// Writes `port` to `path` for scripts and tests that start a daemon with
+// --port=0. Written under a temporary name and renamed, so that a reader
+// never sees a partial number.
+absl::Status WritePortFile(const std::string& path, int port);
 
 }  // namespace strata
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One command, one machine: installs what is missing, builds Strata, starts a
 # two-shard training parameter server on loopback, creates a table, pushes
-# gradients and pulls rows through it, checkpoints it, and stops it cleanly.
+# gradients and pulls rows through it, checkpoints it, starts a serving PS
+# that follows it and looks the same rows up there, and stops it all cleanly.
 #
 # Usage: deploy/quickstart.sh [--keep-data]
 set -euo pipefail
@@ -19,11 +20,12 @@ bin="$root/build/bin"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/strata-quickstart.XXXXXX")"
 pids=()
+serving_pid=""
 cleanup() {
-  for pid in "${pids[@]}"; do
+  for pid in "${pids[@]}" $serving_pid; do
     kill -TERM "$pid" 2>/dev/null || true
   done
-  for pid in "${pids[@]}"; do
+  for pid in "${pids[@]}" $serving_pid; do
     wait "$pid" 2>/dev/null || true
   done
   if ((keep_data)); then
@@ -89,6 +91,40 @@ ctl stats
 
 step "Checkpointing every shard at global step 1"
 ctl checkpoint quickstart-1 --global_step=1
+
+step "Starting strata-serving, which follows both shards' change streams"
+"$bin/strata-serving" --port=0 --port_file="$work/serving.port" \
+  --shards="$shards" --data_dir="$work/serving" --unknown_keys=initializer \
+  2>"$work/serving.log" &
+serving_pid=$!
+wait_for_file "$work/serving.port" "$serving_pid"
+serving="127.0.0.1:$(cat "$work/serving.port")"
+echo "strata-serving listening on $serving"
+
+step "Looking the rows up on serving (once caught up), next to a training pull"
+echo "\$ strata-lookup --serving=$serving --wait_caught_up_s=30 ads 11,22,33"
+"$bin/strata-lookup" --serving="$serving" --wait_caught_up_s=30 ads 11,22,33 \
+  >"$work/lookup.txt"
+"$bin/stratactl" --shards="$shards" pull ads 11,22,33 >"$work/pull.txt"
+printf '%-50s| %s\n' "serving (strata-lookup)" "training (stratactl pull)"
+paste -d'|' "$work/lookup.txt" "$work/pull.txt" | tr '\t' ' ' |
+  awk -F'|' '{ printf "%-50s| %s\n", $1, $2 }'
+if cmp -s "$work/lookup.txt" "$work/pull.txt"; then
+  echo "serving holds the same rows as training"
+else
+  echo "quickstart: serving's rows differ from training's" >&2
+  exit 1
+fi
+
+step "Stopping strata-serving (SIGTERM: exit 0)"
+kill -TERM "$serving_pid"
+if wait "$serving_pid"; then
+  echo "strata-serving stopped cleanly"
+else
+  echo "quickstart: strata-serving exited with an error" >&2
+  exit 1
+fi
+serving_pid=""
 
 step "Stopping the cluster (SIGTERM: drain, flush, exit 0)"
 for i in "${!pids[@]}"; do

@@ -63,26 +63,6 @@ int UsageError(const std::string& message) {
   return kExitUsage;
 }
 
-// Written under a temporary name and renamed, so that a reader never sees a
-// partial number.
-absl::Status WritePortFile(const std::string& path, int port) {
-  const std::string temp = path + ".tmp";
-  {
-    std::ofstream out(temp);
-    out << port << "\n";
-    out.close();
-    if (!out) {
-      return absl::InternalError(absl::StrCat("cannot write --port_file ", path,
-                                              ": ", std::strerror(errno)));
-    }
-  }
-  if (std::rename(temp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot write --port_file ", path,
-                                            ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
-}
-
 int Run() {
   LogLevel level;
   if (!ParseLogLevel(absl::GetFlag(FLAGS_log_level).c_str(), &level)) {

@@ -165,6 +165,10 @@ void Subscription::Produce() {
                      log.latest_sequence(), " of incarnation ", incarnation_));
   } else if (resume) {
     sequence = request_.from_sequence();
+    // Tells the follower at once that it is connected and how far behind.
+    if (!Send(NewBatch(v1::ChangeBatch::HEARTBEAT, sequence))) {
+      status = absl::CancelledError("stream closed");
+    }
   } else {
     status = SendSnapshot(&sequence);
   }

@@ -1,12 +1,6 @@
 // The strata-server binary (server/main.cc) as a child process: how it
 // fails on bad configurations, stops, restarts and exposes /metrics.
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdint>
 #include <fstream>
@@ -16,11 +10,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "absl/strings/string_view.h"
-#include "absl/strings/strip.h"
 #include "common/grpc_status.h"
 #include "embedding/embedding_table.h"
 #include "gmock/gmock.h"
@@ -28,15 +18,19 @@
 #include "gtest/gtest.h"
 #include "proto/strata.grpc.pb.h"
 #include "server/table_config_proto.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace strata {
 namespace {
 
+using ::strata::testing::HttpGet;
 using ::strata::testing::IsOk;
 using ::strata::testing::IsOkAndHolds;
+using ::strata::testing::MetricsPort;
 using ::strata::testing::ProcessExit;
+using ::strata::testing::SampleValue;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::ServerProcessOptions;
 using ::strata::testing::StatusIs;
@@ -121,72 +115,6 @@ v1::TableConfig TableConfig(const std::string& name, v1::OptimizerType type) {
   config.mutable_optimizer()->set_type(type);
   config.mutable_optimizer()->set_learning_rate(0.1f);
   return config;
-}
-
-// GET http://127.0.0.1:<port><path>; returns the body of a 200 answer.
-absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return absl::InternalError("socket failed");
-  timeval timeout{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof(timeout));
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    return absl::UnavailableError(absl::StrCat("cannot connect to ", port));
-  }
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\n\r\n");
-  if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) !=
-      static_cast<ssize_t>(request.size())) {
-    ::close(fd);
-    return absl::UnavailableError("send failed");
-  }
-  std::string answer;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) answer.append(buf, n);
-  ::close(fd);
-  const size_t body = answer.find("\r\n\r\n");
-  if (answer.rfind("HTTP/1.0 200", 0) != 0 || body == std::string::npos) {
-    return absl::InternalError(absl::StrCat("bad answer: ", answer));
-  }
-  return answer.substr(body + 4);
-}
-
-// The value of the sample `series` (name and labels) in Prometheus text.
-absl::StatusOr<double> SampleValue(absl::string_view text,
-                                   absl::string_view series) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (absl::ConsumePrefix(&line, series) && absl::ConsumePrefix(&line, " ")) {
-      double value;
-      if (absl::SimpleAtod(line, &value)) return value;
-    }
-  }
-  return absl::NotFoundError(absl::StrCat("no sample ", series));
-}
-
-// The metrics port the server bound, from its start line ("... serving on
-// ... metrics_port=N ...").
-absl::StatusOr<int> MetricsPort(const ServerProcess& server) {
-  if (absl::Status logged = server.WaitForLog(" serving on "); !logged.ok()) {
-    return logged;
-  }
-  const std::string log = server.log();
-  const size_t at = log.rfind("metrics_port=");
-  if (at == std::string::npos) {
-    return absl::NotFoundError(absl::StrCat("no metrics_port= in ", log));
-  }
-  const size_t start = at + std::string("metrics_port=").size();
-  int port = 0;
-  if (!absl::SimpleAtoi(log.substr(start, log.find(' ', start) - start),
-                        &port) ||
-      port <= 0) {
-    return absl::InternalError(absl::StrCat("bad metrics_port= in ", log));
-  }
-  return port;
 }
 
 TEST(ServerBinaryTest, ExitsNonZeroNamingDataDirWhenStoreIsCorrupt) {

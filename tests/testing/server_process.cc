@@ -83,8 +83,11 @@ std::string ProcessExit::ToString() const {
 
 ServerProcess::ServerProcess(ServerProcessOptions options)
     : options_(std::move(options)),
-      dir_("strata-server"),
-      binary_(StrataBinDir() + "/strata-server"),
+      name_(std::filesystem::path(options_.binary).filename().string()),
+      dir_(name_),
+      binary_(options_.binary.find('/') == std::string::npos
+                  ? StrataBinDir() + "/" + options_.binary
+                  : options_.binary),
       data_dir_(options_.data_dir.empty() ? dir_.path() + "/data"
                                           : options_.data_dir),
       port_file_(dir_.path() + "/port"),
@@ -120,12 +123,12 @@ std::string ServerProcess::log() const { return ReadFileOrEmpty(log_path_); }
 absl::Status ServerProcess::Spawn() {
   if (running()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("strata-server is already running as pid ", pid_));
+        absl::StrCat(name_, " is already running as pid ", pid_));
   }
   if (::access(binary_.c_str(), X_OK) != 0) {
-    return absl::InternalError(absl::StrCat(
-        "cannot execute ", binary_, ": ", ErrnoText(errno),
-        " (build the strata-server target, or set STRATA_BIN_DIR)"));
+    return absl::InternalError(
+        absl::StrCat("cannot execute ", binary_, ": ", ErrnoText(errno),
+                     " (build the ", name_, " target, or set STRATA_BIN_DIR)"));
   }
   ++runs_;
   log_path_ = absl::StrCat(dir_.path(), "/server.", runs_, ".log");
@@ -206,7 +209,7 @@ absl::StatusOr<ProcessExit> ServerProcess::WaitForExit(
   while (!Reap()) {
     if (absl::Now() > give_up) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "strata-server (pid ", pid_, ") did not exit within ",
+          name_, " (pid ", pid_, ") did not exit within ",
           absl::FormatDuration(deadline), "; log ", log_path_, ":\n", log()));
     }
     absl::SleepFor(kPollInterval);
@@ -220,7 +223,7 @@ absl::Status ServerProcess::WaitForLog(absl::string_view text,
   while (!absl::StrContains(log(), text)) {
     if (absl::Now() > give_up) {
       return absl::DeadlineExceededError(absl::StrCat(
-          "no \"", text, "\" in the log of strata-server within ",
+          "no \"", text, "\" in the log of ", name_, " within ",
           absl::FormatDuration(deadline), "; log ", log_path_, ":\n", log()));
     }
     absl::SleepFor(kPollInterval);
@@ -246,15 +249,15 @@ absl::Status ServerProcess::Start() {
       return absl::OkStatus();
     }
     if (Reap()) {
-      return absl::InternalError(absl::StrCat(
-          "strata-server exited before serving (", last_exit_->ToString(),
-          "); log ", log_path_, ":\n", log()));
+      return absl::InternalError(absl::StrCat(name_, " exited before serving (",
+                                              last_exit_->ToString(), "); log ",
+                                              log_path_, ":\n", log()));
     }
     if (absl::Now() > give_up) {
       ::kill(pid_, SIGKILL);
       (void)WaitForExit(absl::Seconds(10));
       return absl::DeadlineExceededError(
-          absl::StrCat("strata-server wrote no port file within ",
+          absl::StrCat(name_, " wrote no port file within ",
                        absl::FormatDuration(options_.start_deadline), "; log ",
                        log_path_, ":\n", log()));
     }
@@ -264,7 +267,7 @@ absl::Status ServerProcess::Start() {
 
 absl::Status ServerProcess::StartOnSamePort() {
   if (port_ <= 0) {
-    return absl::FailedPreconditionError("strata-server has not served yet");
+    return absl::FailedPreconditionError(name_ + " has not served yet");
   }
   options_.port = port_;
   return Start();
@@ -280,14 +283,14 @@ absl::StatusOr<ProcessExit> ServerProcess::RunUntilExit(
       ::kill(pid_, SIGKILL);
       (void)WaitForExit(absl::Seconds(10));
       return absl::FailedPreconditionError(
-          absl::StrCat("strata-server started serving on port ", *port,
+          absl::StrCat(name_, " started serving on port ", *port,
                        " instead of exiting; log ", log_path_, ":\n", log()));
     }
     if (absl::Now() > give_up) {
       ::kill(pid_, SIGKILL);
       (void)WaitForExit(absl::Seconds(10));
       return absl::DeadlineExceededError(absl::StrCat(
-          "strata-server neither exited nor served within ",
+          name_, " neither exited nor served within ",
           absl::FormatDuration(deadline), "; log ", log_path_, ":\n", log()));
     }
     absl::SleepFor(kPollInterval);
@@ -297,7 +300,7 @@ absl::StatusOr<ProcessExit> ServerProcess::RunUntilExit(
 
 absl::Status ServerProcess::Kill9() {
   if (!running()) {
-    return absl::FailedPreconditionError("strata-server is not running");
+    return absl::FailedPreconditionError(name_ + " is not running");
   }
   if (::kill(pid_, SIGKILL) != 0) {
     return absl::InternalError(
@@ -309,7 +312,7 @@ absl::Status ServerProcess::Kill9() {
 
 absl::StatusOr<ProcessExit> ServerProcess::Terminate(absl::Duration deadline) {
   if (!running()) {
-    return absl::FailedPreconditionError("strata-server is not running");
+    return absl::FailedPreconditionError(name_ + " is not running");
   }
   if (::kill(pid_, SIGTERM) != 0) {
     return absl::InternalError(

@@ -46,6 +46,10 @@ inline std::ostream& operator<<(std::ostream& os, const ProcessExit& exit) {
 }
 
 struct ServerProcessOptions {
+  // The program: a name in StrataBinDir(), or a path. Any Strata daemon
+  // that takes --port, --port_file and --data_dir (strata-server,
+  // strata-serving) fits.
+  std::string binary = "strata-server";
   // Extra flags, each a whole "--name=value" argument.
   std::vector<std::string> flags;
   // The store's directory. Default: "data" in the process's own temporary
@@ -59,12 +63,13 @@ struct ServerProcessOptions {
   absl::Duration start_deadline = absl::Seconds(30);
 };
 
-// A strata-server child process for tests: started with --port=0 and a
-// --port_file it waits for, stdout and stderr in a log file (one per run),
-// stopped with SIGKILL or SIGTERM, and restartable on the same data_dir.
+// A strata-server (or options.binary) child process for tests: started
+// with --port=0 and a --port_file it waits for, stdout and stderr in a log
+// file (one per run), stopped with SIGKILL or SIGTERM, and restartable on
+// the same data_dir.
 //
-// The binary is $STRATA_BIN_DIR/strata-server (set by strata_cc_test), else
-// strata-server next to the running test binary.
+// The binary is $STRATA_BIN_DIR/<binary> (set by strata_cc_test), else
+// <binary> next to the running test binary.
 //
 // The child is started with PR_SET_PDEATHSIG = SIGKILL, so that a crashing
 // test leaves no server behind; the kernel sends it when the *thread* that
@@ -142,6 +147,7 @@ class ServerProcess {
   std::optional<int> ReadPortFile() const;
 
   ServerProcessOptions options_;
+  std::string name_;  // The binary's name, for messages.
   TempDir dir_;
   std::string binary_;
   std::string data_dir_;

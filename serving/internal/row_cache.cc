@@ -1,0 +1,149 @@
+#include "serving/internal/row_cache.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "common/hash.h"
+
+namespace strata {
+namespace serving_internal {
+namespace {
+
+// A ticket that is never accepted: a write was in flight when it was taken.
+constexpr uint64_t kNoTicket = 0;
+
+}  // namespace
+
+RowCache::RowCache(uint64_t capacity)
+    : per_stripe_(capacity == 0 ? 0 : (capacity + kStripes - 1) / kStripes) {}
+
+size_t RowCache::StripeOf(const RowId& id) {
+  return Mix64(id.key ^ (uint64_t{id.table} << 32)) % kStripes;
+}
+
+bool RowCache::Get(const RowId& id, absl::Span<float> out, uint64_t* ticket) {
+  *ticket = kNoTicket;
+  if (per_stripe_ == 0) return false;
+  Stripe& stripe = stripes_[StripeOf(id)];
+  absl::MutexLock lock(&stripe.mu);
+  auto it = stripe.index.find(id);
+  if (it == stripe.index.end() || it->second->values.size() != out.size()) {
+    if (stripe.writers == 0) *ticket = stripe.generation;
+    return false;
+  }
+  stripe.lru.splice(stripe.lru.begin(), stripe.lru, it->second);
+  std::copy(it->second->values.begin(), it->second->values.end(), out.begin());
+  return true;
+}
+
+void RowCache::Offer(const RowId& id, uint64_t ticket,
+                     absl::Span<const float> values) {
+  if (per_stripe_ == 0 || ticket == kNoTicket) return;
+  Stripe& stripe = stripes_[StripeOf(id)];
+  absl::MutexLock lock(&stripe.mu);
+  if (stripe.writers == 0 && stripe.generation == ticket) {
+    Put(stripe, id, values);
+  }
+}
+
+void RowCache::Put(Stripe& stripe, const RowId& id,
+                   absl::Span<const float> values) {
+  auto it = stripe.index.find(id);
+  if (it != stripe.index.end()) {
+    it->second->values.assign(values.begin(), values.end());
+    stripe.lru.splice(stripe.lru.begin(), stripe.lru, it->second);
+    return;
+  }
+  if (stripe.index.size() >= per_stripe_) {
+    stripe.index.erase(stripe.lru.back().id);
+    stripe.lru.pop_back();
+  }
+  stripe.lru.push_front(Entry{id, {values.begin(), values.end()}});
+  stripe.index[id] = stripe.lru.begin();
+}
+
+template <typename Fn>
+void RowCache::ForEachStripe(absl::Span<const CachedWrite> writes, Fn fn) {
+  std::array<std::vector<size_t>, kStripes> members;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    members[StripeOf(writes[i].id)].push_back(i);
+  }
+  for (size_t s = 0; s < kStripes; ++s) {
+    if (!members[s].empty()) fn(stripes_[s], members[s]);
+  }
+}
+
+void RowCache::BeginWrite(absl::Span<const CachedWrite> writes,
+                          std::vector<bool>& was_cached) {
+  was_cached.assign(writes.size(), false);
+  if (per_stripe_ == 0) return;
+  ForEachStripe(writes, [&](Stripe& stripe, const std::vector<size_t>& rows) {
+    absl::MutexLock lock(&stripe.mu);
+    ++stripe.writers;
+    ++stripe.generation;
+    for (size_t i : rows) {
+      auto it = stripe.index.find(writes[i].id);
+      if (it == stripe.index.end()) continue;
+      was_cached[i] = true;
+      stripe.lru.erase(it->second);
+      stripe.index.erase(it);
+    }
+  });
+}
+
+void RowCache::EndWrite(absl::Span<const CachedWrite> writes,
+                        const std::vector<bool>& was_cached) {
+  if (per_stripe_ == 0) return;
+  ForEachStripe(writes, [&](Stripe& stripe, const std::vector<size_t>& rows) {
+    absl::MutexLock lock(&stripe.mu);
+    // In order, so that of two writes of one row the later one's value
+    // stays; only the first of them found the row cached.
+    absl::flat_hash_set<RowId> cached;
+    for (size_t i : rows) {
+      const CachedWrite& write = writes[i];
+      if (!was_cached[i] && !cached.contains(write.id)) continue;
+      cached.insert(write.id);
+      if (write.values.empty()) {
+        auto it = stripe.index.find(write.id);
+        if (it == stripe.index.end()) continue;
+        stripe.lru.erase(it->second);
+        stripe.index.erase(it);
+      } else {
+        Put(stripe, write.id, write.values);
+      }
+    }
+    --stripe.writers;
+    ++stripe.generation;
+  });
+}
+
+void RowCache::BeginClear() {
+  for (Stripe& stripe : stripes_) {
+    absl::MutexLock lock(&stripe.mu);
+    ++stripe.writers;
+    ++stripe.generation;
+  }
+}
+
+void RowCache::EndClear() {
+  for (Stripe& stripe : stripes_) {
+    absl::MutexLock lock(&stripe.mu);
+    stripe.lru.clear();
+    stripe.index.clear();
+    --stripe.writers;
+    ++stripe.generation;
+  }
+}
+
+uint64_t RowCache::size() {
+  uint64_t total = 0;
+  for (Stripe& stripe : stripes_) {
+    absl::MutexLock lock(&stripe.mu);
+    total += stripe.index.size();
+  }
+  return total;
+}
+
+}  // namespace serving_internal
+}  // namespace strata

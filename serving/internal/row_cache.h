@@ -1,0 +1,102 @@
+#ifndef STRATA_SERVING_INTERNAL_ROW_CACHE_H_
+#define STRATA_SERVING_INTERNAL_ROW_CACHE_H_
+
+#include <array>
+#include <cstdint>
+#include <list>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "embedding/table_config.h"
+
+namespace strata {
+namespace serving_internal {
+
+struct RowId {
+  TableId table = 0;
+  FeatureId key = 0;
+
+  friend bool operator==(const RowId& a, const RowId& b) {
+    return a.table == b.table && a.key == b.key;
+  }
+  template <typename H>
+  friend H AbslHashValue(H h, const RowId& id) {
+    return H::combine(std::move(h), id.table, id.key);
+  }
+};
+
+// One row a writer changes: its new values, or an empty span for a delete.
+struct CachedWrite {
+  RowId id;
+  absl::Span<const float> values;
+};
+
+// A bounded cache of rows in front of the serving store's RocksDB, split in
+// stripes that each evict their least recently used row. Thread-safe.
+//
+// A reader that misses reads RocksDB and then offers the row to the cache;
+// a write may have changed the row in between, so offers carry a ticket and
+// are dropped when a write touched the row's stripe since (or is touching
+// it now). Writers call BeginWrite before writing RocksDB (it evicts the
+// rows) and EndWrite after (it puts back the new values of rows that were
+// cached). So the cache never holds a value older than RocksDB's, and a
+// reader never sees a row go back to an older value.
+class RowCache {
+ public:
+  // `capacity` rows; 0 disables the cache.
+  explicit RowCache(uint64_t capacity);
+  RowCache(const RowCache&) = delete;
+  RowCache& operator=(const RowCache&) = delete;
+
+  // Copies the cached row into `out` (its size must be the row's) and
+  // returns true; otherwise returns false and sets *ticket for Offer.
+  bool Get(const RowId& id, absl::Span<float> out, uint64_t* ticket);
+  // Caches `values` read from RocksDB after Get gave `ticket`, unless a write
+  // touched the row's stripe since.
+  void Offer(const RowId& id, uint64_t ticket, absl::Span<const float> values);
+
+  // Brackets a RocksDB write of `writes`; EndWrite gets the same span.
+  // `was_cached` is scratch space for the pair.
+  void BeginWrite(absl::Span<const CachedWrite> writes,
+                  std::vector<bool>& was_cached);
+  void EndWrite(absl::Span<const CachedWrite> writes,
+                const std::vector<bool>& was_cached);
+  // Brackets a write that may change any row: EndClear empties the cache.
+  void BeginClear();
+  void EndClear();
+
+  uint64_t size();
+
+ private:
+  static constexpr size_t kStripes = 64;
+  struct Entry {
+    RowId id;
+    std::vector<float> values;
+  };
+  struct Stripe {
+    absl::Mutex mu;
+    std::list<Entry> lru ABSL_GUARDED_BY(mu);  // Most recently used first.
+    absl::flat_hash_map<RowId, std::list<Entry>::iterator> index
+        ABSL_GUARDED_BY(mu);
+    // Bumped by every write; a ticket is the generation it was taken at.
+    uint64_t generation ABSL_GUARDED_BY(mu) = 1;
+    int writers ABSL_GUARDED_BY(mu) = 0;
+  };
+
+  static size_t StripeOf(const RowId& id);
+  void Put(Stripe& stripe, const RowId& id, absl::Span<const float> values)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
+  // Calls fn(stripe, indices of `writes` in it) for each stripe touched.
+  template <typename Fn>
+  void ForEachStripe(absl::Span<const CachedWrite> writes, Fn fn);
+
+  const uint64_t per_stripe_;
+  std::array<Stripe, kStripes> stripes_;
+};
+
+}  // namespace serving_internal
+}  // namespace strata
+
+#endif  // STRATA_SERVING_INTERNAL_ROW_CACHE_H_

@@ -1,0 +1,281 @@
+// strata-serving: the serving parameter server. Follows every training
+// shard's change stream (or loads a checkpoint) into its own store and
+// answers read-only lookups.
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/command_line.h"
+#include "common/http_server.h"
+#include "common/logging.h"
+#include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
+#include "serving/checkpoint_loader.h"
+#include "serving/serving_service.h"
+#include "serving/serving_store.h"
+#include "serving/shard_follower.h"
+
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "Address to listen on. The default accepts local clients only.");
+ABSL_FLAG(int, port, 50061, "gRPC port; 0 picks a free one (see --port_file).");
+ABSL_FLAG(std::string, port_file, "",
+          "If set, the bound gRPC port is written to this file once serving.");
+ABSL_FLAG(std::string, shards, "",
+          "host:port of every training shard, in shard-index order: follow "
+          "their change streams. Exclusive with --checkpoint_dirs.");
+ABSL_FLAG(std::string, checkpoint_dirs, "",
+          "Offline mode: one checkpoint directory per training shard, in "
+          "shard-index order (<training data_dir>/checkpoints/<id>), loaded "
+          "once at start. Exclusive with --shards.");
+ABSL_FLAG(std::string, tables, "",
+          "Comma-separated tables to serve; empty serves every table.");
+ABSL_FLAG(std::string, data_dir, "",
+          "Directory of the serving store (required). A restart on the same "
+          "directory resumes each shard's stream where it stopped.");
+ABSL_FLAG(int64_t, cache_rows, 1 << 20,
+          "Rows kept in memory in front of the store; 0 disables the cache.");
+ABSL_FLAG(std::string, unknown_keys, "zeros",
+          "What a lookup returns for a key without a row: 'zeros', or "
+          "'initializer' (the table's initial value, as training would).");
+ABSL_FLAG(int64_t, max_keys_per_request, 262144,
+          "Largest number of keys one Lookup may carry.");
+ABSL_FLAG(int, metrics_port, -1,
+          "HTTP port for /healthz and Prometheus /metrics; -1 disables, 0 "
+          "picks a free one.");
+ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
+
+namespace strata {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitRuntimeError = 1;
+constexpr char kComponent[] = "serving";
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "strata-serving: %s (see --help)\n", message.c_str());
+  return kUsageExitCode;
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  return absl::StrSplit(text, ',', absl::SkipWhitespace());
+}
+
+// The flags, checked.
+struct Config {
+  std::vector<std::string> shards;
+  std::vector<std::string> checkpoint_dirs;
+  std::vector<std::string> tables;
+  ServingStoreOptions store;
+  int port = 0;
+};
+
+absl::StatusOr<Config> ReadFlags() {
+  Config config;
+  LogLevel level;
+  if (!ParseLogLevel(absl::GetFlag(FLAGS_log_level).c_str(), &level)) {
+    return absl::InvalidArgumentError(
+        "--log_level must be debug, info, warning or error");
+  }
+  SetMinLogLevel(level);
+  config.shards = SplitList(absl::GetFlag(FLAGS_shards));
+  config.checkpoint_dirs = SplitList(absl::GetFlag(FLAGS_checkpoint_dirs));
+  config.tables = SplitList(absl::GetFlag(FLAGS_tables));
+  if (config.shards.empty() == config.checkpoint_dirs.empty()) {
+    return absl::InvalidArgumentError(
+        "give either --shards (follow training) or --checkpoint_dirs "
+        "(offline)");
+  }
+  config.store.data_dir = absl::GetFlag(FLAGS_data_dir);
+  if (config.store.data_dir.empty()) {
+    return absl::InvalidArgumentError("--data_dir is required");
+  }
+  if (absl::GetFlag(FLAGS_cache_rows) < 0) {
+    return absl::InvalidArgumentError("--cache_rows must be >= 0");
+  }
+  config.store.cache_rows =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_cache_rows));
+  absl::StatusOr<UnknownKeyPolicy> unknown =
+      ParseUnknownKeyPolicy(absl::GetFlag(FLAGS_unknown_keys));
+  if (!unknown.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--unknown_keys: ", unknown.status().message()));
+  }
+  config.store.unknown_keys = *unknown;
+  if (absl::GetFlag(FLAGS_max_keys_per_request) < 1) {
+    return absl::InvalidArgumentError("--max_keys_per_request must be >= 1");
+  }
+  config.port = absl::GetFlag(FLAGS_port);
+  if (config.port < 0 || config.port > 65535) {
+    return absl::InvalidArgumentError("--port is outside 0..65535");
+  }
+  return config;
+}
+
+// Offline mode: copies each checkpoint into the store, as shard i's rows.
+absl::StatusOr<std::vector<FollowState>> LoadCheckpoints(const Config& config,
+                                                         ServingStore& store) {
+  std::vector<FollowState> states;
+  for (size_t i = 0; i < config.checkpoint_dirs.size(); ++i) {
+    const std::string& dir = config.checkpoint_dirs[i];
+    absl::StatusOr<CheckpointLoadResult> loaded =
+        LoadCheckpoint(dir, static_cast<uint32_t>(i), config.tables, store);
+    if (!loaded.ok()) return loaded.status();
+    STRATA_LOG(INFO, kComponent)
+        << "loaded checkpoint " << dir << " as shard " << i << ": "
+        << loaded->tables << " tables, " << loaded->rows << " rows";
+    FollowState state;
+    state.shard_index = static_cast<uint32_t>(i);
+    state.address = dir;
+    states.push_back(state);
+  }
+  return states;
+}
+
+int Run() {
+  absl::StatusOr<Config> config = ReadFlags();
+  if (!config.ok()) return UsageError(std::string(config.status().message()));
+
+  // Block the stop signals in every thread; the main thread waits for them.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<ServingStore>> store =
+      ServingStore::Open(config->store);
+  if (!store.ok()) {
+    STRATA_LOG(ERROR, kComponent)
+        << "cannot open --data_dir " << config->store.data_dir << ": "
+        << store.status();
+    return kExitRuntimeError;
+  }
+
+  std::vector<std::unique_ptr<ShardFollower>> followers;
+  std::vector<FollowState> offline_states;
+  const bool offline = !config->checkpoint_dirs.empty();
+  if (offline) {
+    absl::StatusOr<std::vector<FollowState>> loaded =
+        LoadCheckpoints(*config, **store);
+    if (!loaded.ok()) {
+      STRATA_LOG(ERROR, kComponent) << loaded.status();
+      return kExitRuntimeError;
+    }
+    offline_states = *std::move(loaded);
+  } else {
+    for (size_t i = 0; i < config->shards.size(); ++i) {
+      ShardFollowerOptions options;
+      options.shard_index = static_cast<uint32_t>(i);
+      options.num_shards = static_cast<uint32_t>(config->shards.size());
+      options.address = config->shards[i];
+      options.tables = config->tables;
+      options.store = store->get();
+      followers.push_back(std::make_unique<ShardFollower>(options));
+    }
+  }
+
+  ServingServiceOptions service_options;
+  service_options.store = store->get();
+  service_options.mode = offline ? "offline" : "follow";
+  service_options.max_keys_per_request =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_max_keys_per_request));
+  service_options.shards = [&followers, &offline_states] {
+    if (followers.empty()) return offline_states;
+    std::vector<FollowState> states;
+    for (const auto& follower : followers) states.push_back(follower->state());
+    return states;
+  };
+  ServingService service(service_options);
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::ServerBuilder builder;
+  const std::string address =
+      absl::StrCat(absl::GetFlag(FLAGS_host), ":", config->port);
+  int bound_port = 0;
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
+                           &bound_port);
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  builder.SetMaxReceiveMessageSize(512 << 20);
+  builder.SetMaxSendMessageSize(512 << 20);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    STRATA_LOG(ERROR, kComponent)
+        << "cannot listen on " << address
+        << ": the port is in use or the address is not local";
+    return kExitRuntimeError;
+  }
+  for (auto& follower : followers) follower->Start();
+
+  HttpServer http;
+  int metrics_port = -1;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    http.Handle("/healthz", [] {
+      return HttpServer::Response{200, "text/plain", "ok\n"};
+    });
+    http.Handle("/metrics", [&service] {
+      return HttpServer::Response{200, "text/plain; version=0.0.4",
+                                  service.PrometheusText()};
+    });
+    absl::StatusOr<int> started = http.Start(absl::GetFlag(FLAGS_host),
+                                             absl::GetFlag(FLAGS_metrics_port));
+    if (!started.ok()) {
+      STRATA_LOG(ERROR, kComponent) << started.status().message();
+      server->Shutdown();
+      return kExitRuntimeError;
+    }
+    metrics_port = *started;
+  }
+  if (!absl::GetFlag(FLAGS_port_file).empty()) {
+    absl::Status written =
+        WritePortFile(absl::GetFlag(FLAGS_port_file), bound_port);
+    if (!written.ok()) {
+      STRATA_LOG(ERROR, kComponent) << written.message();
+      server->Shutdown();
+      return kExitRuntimeError;
+    }
+  }
+  STRATA_LOG(INFO, kComponent)
+      << "serving on " << absl::GetFlag(FLAGS_host) << ":" << bound_port
+      << " mode=" << service_options.mode << " metrics_port=" << metrics_port
+      << " data_dir=" << config->store.data_dir << " "
+      << (offline ? "checkpoint_dirs=" : "shards=")
+      << absl::StrJoin(offline ? config->checkpoint_dirs : config->shards, ",");
+
+  int signal_number = 0;
+  sigwait(&stop_signals, &signal_number);
+  STRATA_LOG(INFO, kComponent)
+      << "received signal " << signal_number << ", draining";
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  for (auto& follower : followers) follower->Stop();
+  http.Stop();
+  followers.clear();
+  store->reset();
+  STRATA_LOG(INFO, kComponent) << "stopped cleanly";
+  return kExitOk;
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  strata::ParseCommandLine(
+      "The Strata serving parameter server: follows the training shards' "
+      "change streams and answers read-only lookups.\n"
+      "Example: strata-serving --port=50061 --data_dir=/var/lib/strata/serving "
+      "--shards=10.0.0.1:50051,10.0.0.2:50051",
+      argc, argv);
+  return strata::Run();
+}

@@ -1,0 +1,101 @@
+#include "serving/serving_client.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "grpcpp/grpcpp.h"
+
+namespace strata {
+
+absl::StatusOr<std::unique_ptr<ServingClient>> ServingClient::Create(
+    const ServingClientOptions& options) {
+  if (options.endpoints.empty()) {
+    return absl::InvalidArgumentError("ServingClient needs an endpoint");
+  }
+  return std::unique_ptr<ServingClient>(new ServingClient(options));
+}
+
+ServingClient::ServingClient(const ServingClientOptions& options)
+    : options_(options) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  // A restarted replica is found within our backoff, not gRPC's.
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+  for (const std::string& endpoint : options.endpoints) {
+    stubs_.push_back(v1::ServingService::NewStub(grpc::CreateCustomChannel(
+        endpoint, grpc::InsecureChannelCredentials(), args)));
+  }
+}
+
+absl::Status ServingClient::WithRetries(
+    const std::function<grpc::Status(v1::ServingService::Stub&,
+                                     grpc::ClientContext&)>& call) {
+  const absl::Time give_up = options_.clock->Now() + options_.retry_deadline;
+  absl::Duration backoff = options_.initial_backoff;
+  while (true) {
+    const size_t replica = next_.fetch_add(1) % stubs_.size();
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         absl::ToChronoMilliseconds(options_.rpc_timeout));
+    const grpc::Status status = call(*stubs_[replica], context);
+    if (status.ok()) return absl::OkStatus();
+    const absl::Status error(
+        static_cast<absl::StatusCode>(status.error_code()),
+        absl::StrCat("serving ", options_.endpoints[replica], ": ",
+                     status.error_message()));
+    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
+        options_.clock->Now() + backoff > give_up) {
+      return error;
+    }
+    options_.clock->SleepFor(backoff);
+    backoff = std::min(backoff * 2, options_.max_backoff);
+  }
+}
+
+absl::Status ServingClient::Lookup(absl::string_view table,
+                                   absl::Span<const uint64_t> keys,
+                                   absl::Span<float> out,
+                                   uint32_t* num_missing) {
+  if (keys.empty()) return absl::InvalidArgumentError("Lookup of no keys");
+  if (out.size() % keys.size() != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("output of ", out.size(), " floats for ", keys.size(),
+                     " keys: not a whole number of rows"));
+  }
+  const size_t dim = out.size() / keys.size();
+  v1::LookupRequest request;
+  request.set_table(std::string(table));
+  request.mutable_keys()->Add(keys.begin(), keys.end());
+  v1::LookupResponse response;
+  absl::Status status = WithRetries(
+      [&](v1::ServingService::Stub& stub, grpc::ClientContext& context) {
+        response.Clear();
+        return stub.Lookup(&context, request, &response);
+      });
+  if (!status.ok()) return status;
+  if (response.dim() != dim ||
+      static_cast<size_t>(response.values_size()) != out.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table '", table, "' has dimension ", response.dim(), ", not ", dim,
+        " (output of ", out.size(), " floats for ", keys.size(), " keys)"));
+  }
+  std::copy(response.values().begin(), response.values().end(), out.begin());
+  if (num_missing != nullptr) *num_missing = response.num_missing();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::ServingStatusResponse> ServingClient::Status() {
+  v1::ServingStatusResponse response;
+  absl::Status status = WithRetries(
+      [&](v1::ServingService::Stub& stub, grpc::ClientContext& context) {
+        response.Clear();
+        return stub.Status(&context, v1::ServingStatusRequest(), &response);
+      });
+  if (!status.ok()) return status;
+  return response;
+}
+
+}  // namespace strata

@@ -1,0 +1,79 @@
+#ifndef STRATA_SERVING_SERVING_CLIENT_H_
+#define STRATA_SERVING_SERVING_CLIENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/clock.h"
+#include "proto/strata.grpc.pb.h"
+
+namespace strata {
+
+struct ServingClientOptions {
+  // host:port of one or more strata-serving replicas. Required.
+  std::vector<std::string> endpoints;
+  // Deadline of each attempt. Default: 5 s.
+  absl::Duration rpc_timeout = absl::Seconds(5);
+  // How long a call retries replicas that answer UNAVAILABLE. Default: 10 s.
+  absl::Duration retry_deadline = absl::Seconds(10);
+  // Backoff between retries, doubling up to max_backoff.
+  absl::Duration initial_backoff = absl::Milliseconds(20);
+  absl::Duration max_backoff = absl::Seconds(1);
+  // Default: Clock::Real().
+  Clock* clock = Clock::Real();
+};
+
+// A client of the serving PS (strata-serving). Spreads calls over the
+// replicas round-robin, sets a deadline on every call and retries
+// UNAVAILABLE (on the next replica) with backoff. Thread-safe.
+//
+// Example:
+//   ServingClientOptions options;
+//   options.endpoints = {"10.0.0.9:50061", "10.0.0.10:50061"};
+//   auto client = ServingClient::Create(options);
+//   std::vector<float> rows(keys.size() * 16);
+//   absl::Status s = (*client)->Lookup("user", keys, absl::MakeSpan(rows));
+class ServingClient {
+ public:
+  // INVALID_ARGUMENT without endpoints.
+  static absl::StatusOr<std::unique_ptr<ServingClient>> Create(
+      const ServingClientOptions& options);
+  ServingClient(const ServingClient&) = delete;
+  ServingClient& operator=(const ServingClient&) = delete;
+
+  // Writes the rows of `keys` in order to `out`, keys.size() * dim floats
+  // where dim = out.size() / keys.size(). INVALID_ARGUMENT when `keys` is
+  // empty, `out` is not a multiple of it or the table's dimension differs;
+  // NOT_FOUND for an unknown table; `num_missing`, when given, receives how
+  // many keys had no row (they got the server's default).
+  absl::Status Lookup(absl::string_view table, absl::Span<const uint64_t> keys,
+                      absl::Span<float> out, uint32_t* num_missing = nullptr);
+
+  absl::StatusOr<v1::ServingStatusResponse> Status();
+
+ private:
+  explicit ServingClient(const ServingClientOptions& options);
+
+  // Runs `call` on the next replica, again on UNAVAILABLE, with backoff,
+  // until it succeeds, fails otherwise or the retry deadline passes.
+  absl::Status WithRetries(
+      const std::function<grpc::Status(v1::ServingService::Stub&,
+                                       grpc::ClientContext&)>& call);
+
+  ServingClientOptions options_;
+  std::vector<std::unique_ptr<v1::ServingService::Stub>> stubs_;
+  std::atomic<size_t> next_{0};
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SERVING_SERVING_CLIENT_H_

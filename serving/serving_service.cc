@@ -1,0 +1,190 @@
+#include "serving/serving_service.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/grpc_status.h"
+#include "server/table_config_proto.h"
+
+namespace strata {
+namespace {
+
+constexpr const char* kMethodNames[] = {"Lookup", "Status"};
+
+v1::FollowedShard ToProto(const FollowState& state) {
+  v1::FollowedShard shard;
+  shard.set_shard_index(state.shard_index);
+  shard.set_address(state.address);
+  shard.set_connected(state.connected);
+  shard.set_incarnation(state.incarnation);
+  shard.set_applied_sequence(state.applied_sequence);
+  shard.set_latest_sequence(state.latest_sequence);
+  shard.set_lag_seconds(state.lag_seconds);
+  shard.set_last_error(state.last_error);
+  return shard;
+}
+
+}  // namespace
+
+ServingService::ServingService(const ServingServiceOptions& options)
+    : options_(options) {}
+
+void ServingService::Record(Method method, absl::StatusCode code,
+                            absl::Duration latency) {
+  const size_t c = static_cast<size_t>(code);
+  ++requests_[method]
+             [c < kCodes ? c : static_cast<size_t>(absl::StatusCode::kUnknown)];
+  if (method == kLookup) {
+    lookup_micros_ += static_cast<uint64_t>(absl::ToInt64Microseconds(latency));
+  }
+}
+
+absl::Status ServingService::DoLookup(const v1::LookupRequest& request,
+                                      v1::LookupResponse& response) {
+  if (request.keys().empty()) {
+    return absl::InvalidArgumentError("lookup request holds no keys");
+  }
+  const uint64_t n = static_cast<uint64_t>(request.keys_size());
+  if (n > options_.max_keys_per_request) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lookup request holds ", n, " keys, over the maximum of ",
+        options_.max_keys_per_request, " (--max_keys_per_request)"));
+  }
+  absl::StatusOr<EmbeddingTableConfig> config =
+      options_.store->GetTableConfig(request.table());
+  if (!config.ok()) return config.status();
+  response.set_dim(config->dim);
+  response.mutable_values()->Resize(static_cast<int>(n * config->dim), 0.0f);
+  absl::StatusOr<size_t> missing = options_.store->Lookup(
+      request.table(),
+      absl::MakeConstSpan(request.keys().data(), request.keys_size()),
+      absl::MakeSpan(response.mutable_values()->mutable_data(),
+                     response.values_size()));
+  if (!missing.ok()) return missing.status();
+  response.set_num_missing(static_cast<uint32_t>(*missing));
+  keys_ += n;
+  missing_keys_ += *missing;
+  return absl::OkStatus();
+}
+
+void ServingService::DoStatus(v1::ServingStatusResponse& response) {
+  response.set_mode(options_.mode);
+  if (options_.shards) {
+    for (const FollowState& state : options_.shards()) {
+      *response.add_shards() = ToProto(state);
+    }
+  }
+  for (const ServingTableStats& table : options_.store->ListTables()) {
+    v1::TableInfo* info = response.add_tables();
+    *info->mutable_config() = TableConfigToProto(table.config);
+    info->set_num_rows(table.num_rows);
+  }
+}
+
+grpc::ServerUnaryReactor* ServingService::Lookup(
+    grpc::CallbackServerContext* context, const v1::LookupRequest* request,
+    v1::LookupResponse* response) {
+  const absl::Time start = options_.clock->Now();
+  const absl::Status status = DoLookup(*request, *response);
+  Record(kLookup, status.code(), options_.clock->Now() - start);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ServingService::Status(
+    grpc::CallbackServerContext* context, const v1::ServingStatusRequest*,
+    v1::ServingStatusResponse* response) {
+  const absl::Time start = options_.clock->Now();
+  DoStatus(*response);
+  Record(kStatus, absl::StatusCode::kOk, options_.clock->Now() - start);
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(grpc::Status::OK);
+  return reactor;
+}
+
+std::string ServingService::PrometheusText() {
+  std::string out =
+      "# HELP strata_serving_requests_total Requests by method and code.\n"
+      "# TYPE strata_serving_requests_total counter\n";
+  for (size_t m = 0; m < kMethods; ++m) {
+    for (size_t c = 0; c < kCodes; ++c) {
+      const uint64_t n = requests_[m][c].load();
+      if (n == 0) continue;
+      absl::StrAppend(
+          &out, "strata_serving_requests_total{method=\"", kMethodNames[m],
+          "\",code=\"",
+          absl::StatusCodeToString(static_cast<absl::StatusCode>(c)), "\"} ", n,
+          "\n");
+    }
+  }
+  absl::StrAppend(
+      &out,
+      "# TYPE strata_serving_lookup_seconds_total counter\n"
+      "strata_serving_lookup_seconds_total ",
+      static_cast<double>(lookup_micros_.load()) / 1e6,
+      "\n# TYPE strata_serving_keys_total counter\nstrata_serving_keys_total ",
+      keys_.load(),
+      "\n# HELP strata_serving_missing_keys_total Keys looked up that had no "
+      "row.\n# TYPE strata_serving_missing_keys_total counter\n"
+      "strata_serving_missing_keys_total ",
+      missing_keys_.load(), "\n");
+  const std::vector<FollowState> shards =
+      options_.shards ? options_.shards() : std::vector<FollowState>();
+  struct Series {
+    const char* name;
+    const char* type;
+    std::function<double(const FollowState&)> value;
+  };
+  const Series series[] = {
+      {"connected", "gauge", [](const FollowState& s) { return s.connected; }},
+      {"applied_sequence", "gauge",
+       [](const FollowState& s) { return s.applied_sequence; }},
+      {"latest_sequence", "gauge",
+       [](const FollowState& s) { return s.latest_sequence; }},
+      {"lag_seconds", "gauge",
+       [](const FollowState& s) { return s.lag_seconds; }},
+      {"snapshots_total", "counter",
+       [](const FollowState& s) { return s.snapshots; }},
+      {"resumes_total", "counter",
+       [](const FollowState& s) { return s.resumes; }},
+      {"updates_total", "counter",
+       [](const FollowState& s) { return s.updates; }},
+  };
+  for (const Series& one : series) {
+    absl::StrAppend(&out, "# TYPE strata_serving_shard_", one.name, " ",
+                    one.type, "\n");
+    for (const FollowState& s : shards) {
+      absl::StrAppend(&out, "strata_serving_shard_", one.name, "{shard=\"",
+                      s.shard_index, "\"} ", one.value(s), "\n");
+    }
+  }
+  absl::StrAppend(&out,
+                  "# HELP strata_serving_freshness_seconds Time from a "
+                  "push's acknowledgement on a training shard to its rows "
+                  "being visible here.\n"
+                  "# TYPE strata_serving_freshness_seconds histogram\n");
+  for (const FollowState& s : shards) {
+    const auto& bounds = FollowState::kFreshnessBounds;
+    uint64_t cumulative = 0;
+    for (size_t b = 0; b <= bounds.size(); ++b) {
+      cumulative += s.freshness_buckets[b];
+      absl::StrAppend(&out, "strata_serving_freshness_seconds_bucket{shard=\"",
+                      s.shard_index, "\",le=\"",
+                      b < bounds.size() ? absl::StrCat(bounds[b]) : "+Inf",
+                      "\"} ", cumulative, "\n");
+    }
+    absl::StrAppend(&out, "strata_serving_freshness_seconds_sum{shard=\"",
+                    s.shard_index, "\"} ", s.freshness_sum_seconds, "\n",
+                    "strata_serving_freshness_seconds_count{shard=\"",
+                    s.shard_index, "\"} ", cumulative, "\n");
+  }
+  absl::StrAppend(&out, "# TYPE strata_serving_table_rows gauge\n");
+  for (const ServingTableStats& t : options_.store->ListTables()) {
+    absl::StrAppend(&out, "strata_serving_table_rows{table=\"", t.config.name,
+                    "\"} ", t.num_rows, "\n");
+  }
+  return out;
+}
+
+}  // namespace strata

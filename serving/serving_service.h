@@ -1,0 +1,73 @@
+#ifndef STRATA_SERVING_SERVING_SERVICE_H_
+#define STRATA_SERVING_SERVING_SERVICE_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "common/clock.h"
+#include "proto/strata.grpc.pb.h"
+#include "serving/serving_store.h"
+#include "serving/shard_follower.h"
+
+namespace strata {
+
+struct ServingServiceOptions {
+  // The rows served; not owned, must outlive the service. Required.
+  ServingStore* store = nullptr;
+  // "follow" or "offline", as Status reports it.
+  std::string mode = "follow";
+  // The state of each followed shard (or loaded checkpoint), in shard order.
+  std::function<std::vector<FollowState>()> shards;
+  // Keys in one Lookup. Default: 262144.
+  uint64_t max_keys_per_request = 262144;
+  // Default: Clock::Real().
+  Clock* clock = Clock::Real();
+};
+
+// The gRPC adapter of the serving PS (ServingService: Lookup, Status):
+// read-only, so the training service's writes are not even registered on
+// its port. Thread-safe.
+class ServingService final : public v1::ServingService::CallbackService {
+ public:
+  explicit ServingService(const ServingServiceOptions& options);
+
+  grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
+                                   const v1::LookupRequest* request,
+                                   v1::LookupResponse* response) override;
+  grpc::ServerUnaryReactor* Status(
+      grpc::CallbackServerContext* context,
+      const v1::ServingStatusRequest* request,
+      v1::ServingStatusResponse* response) override;
+
+  // The domain logic of each RPC, without gRPC; public for tests.
+  // NOT_FOUND for an unknown table, INVALID_ARGUMENT for no keys or more
+  // than max_keys_per_request.
+  absl::Status DoLookup(const v1::LookupRequest& request,
+                        v1::LookupResponse& response);
+  void DoStatus(v1::ServingStatusResponse& response);
+
+  // Prometheus text of the request counters, the followed shards and the
+  // tables.
+  std::string PrometheusText();
+
+ private:
+  enum Method { kLookup, kStatus, kMethods };
+  static constexpr size_t kCodes = 17;
+
+  void Record(Method method, absl::StatusCode code, absl::Duration latency);
+
+  const ServingServiceOptions options_;
+  std::array<std::array<std::atomic<uint64_t>, kCodes>, kMethods> requests_{};
+  std::atomic<uint64_t> lookup_micros_{0};
+  std::atomic<uint64_t> keys_{0};
+  std::atomic<uint64_t> missing_keys_{0};
+};
+
+}  // namespace strata
+
+#endif  // STRATA_SERVING_SERVING_SERVICE_H_
