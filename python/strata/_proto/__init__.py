@@ -1,0 +1,1 @@
+"""Generated gRPC stubs (built from ../proto by setup.py; not committed)."""

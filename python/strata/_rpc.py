@@ -1,0 +1,129 @@
+"""Channels, deadlines and retries shared by the clients."""
+
+import itertools
+import random
+import threading
+import time
+
+import grpc
+
+from .errors import UnavailableError, error_for, from_rpc_error
+
+_CHANNEL_OPTIONS = [
+    # Lookups of large batches exceed gRPC's default 4 MiB receive limit.
+    ("grpc.max_receive_message_length", -1),
+    ("grpc.max_send_message_length", -1),
+    # A channel that failed to connect waits this long before trying again
+    # and fails calls meanwhile; gRPC's default grows to 120 s, longer than
+    # any deadline here, so a restarted server would be missed.
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 1000),
+]
+
+
+def parse_endpoints(endpoints):
+    """"host:port" or a non-empty list of them -> list of str."""
+    if isinstance(endpoints, str):
+        endpoints = [endpoints]
+    try:
+        result = [str(e).strip() for e in endpoints]
+    except TypeError:
+        raise ValueError(f"endpoints must be 'host:port' or a list of them, "
+                         f"not {endpoints!r}") from None
+    if not result or not all(result):
+        raise ValueError(f"endpoints must be non-empty 'host:port' strings: "
+                         f"{endpoints!r}")
+    for e in result:
+        host, sep, port = e.rpartition(":")
+        if not sep or not host or not port.isdigit():
+            raise ValueError(f"endpoint {e!r} is not 'host:port'")
+    return result
+
+
+class RetryPolicy:
+    """Every call has a deadline (`timeout` seconds, retries included).
+    UNAVAILABLE answers are retried on the next endpoint at once, and after
+    each full round over the endpoints with an exponential, jittered backoff
+    starting at `initial_backoff` and capped at `max_backoff` seconds, until
+    the deadline. Other errors are raised at once."""
+
+    def __init__(self, timeout=5.0, initial_backoff=0.05, max_backoff=1.0,
+                 backoff_multiplier=2.0):
+        if not timeout or timeout <= 0:
+            raise ValueError(f"timeout must be positive seconds, not {timeout!r}")
+        if initial_backoff <= 0 or max_backoff < initial_backoff:
+            raise ValueError("need 0 < initial_backoff <= max_backoff")
+        if backoff_multiplier < 1:
+            raise ValueError("backoff_multiplier must be >= 1")
+        self.timeout = float(timeout)
+        self.initial_backoff = float(initial_backoff)
+        self.max_backoff = float(max_backoff)
+        self.backoff_multiplier = float(backoff_multiplier)
+
+
+class EndpointPool:
+    """One channel per endpoint; calls go round-robin over them. Thread-safe:
+    gRPC channels are, and the round-robin counter is locked."""
+
+    def __init__(self, endpoints, policy, stub_class):
+        self.endpoints = parse_endpoints(endpoints)
+        self.policy = policy
+        self._channels = [grpc.insecure_channel(e, options=_CHANNEL_OPTIONS)
+                          for e in self.endpoints]
+        self._stubs = [stub_class(c) for c in self._channels]
+        self._lock = threading.Lock()
+        self._counter = itertools.count()
+
+    def close(self):
+        for channel in self._channels:
+            channel.close()
+
+    def _next_start(self):
+        with self._lock:
+            return next(self._counter) % len(self.endpoints)
+
+    def call(self, method, request, timeout=None):
+        """Calls stub.`method`(request) under the retry policy and returns the
+        response. Raises a StrataError subclass."""
+        policy = self.policy
+        budget = policy.timeout if timeout is None else float(timeout)
+        start_time = time.monotonic()
+        deadline = start_time + budget
+        backoff = policy.initial_backoff
+        start = self._next_start()
+        n = len(self.endpoints)
+        last_unavailable = None
+        for attempt in itertools.count():
+            index = (start + attempt) % n
+            endpoint = self.endpoints[index]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            try:
+                return getattr(self._stubs[index], method)(request,
+                                                           timeout=remaining)
+            except grpc.RpcError as e:
+                code = e.code()
+                if code == grpc.StatusCode.UNAVAILABLE:
+                    last_unavailable = (e, endpoint)
+                elif (code == grpc.StatusCode.DEADLINE_EXCEEDED
+                      and last_unavailable is not None):
+                    break  # The deadline ran out while retrying.
+                else:
+                    raise from_rpc_error(e, endpoint) from None
+            if (attempt + 1) % n == 0:
+                pause = min(backoff * random.uniform(0.5, 1.0),
+                            deadline - time.monotonic())
+                if pause > 0:
+                    time.sleep(pause)
+                backoff = min(backoff * policy.backoff_multiplier,
+                              policy.max_backoff)
+        if last_unavailable is None:
+            raise error_for(grpc.StatusCode.DEADLINE_EXCEEDED,
+                            f"{method}: no attempt within {budget:.3g}s")
+        error, endpoint = last_unavailable
+        elapsed = time.monotonic() - start_time
+        raise UnavailableError(
+            grpc.StatusCode.UNAVAILABLE,
+            f"{method}: {error.details() or 'unavailable'} (retried "
+            f"{', '.join(self.endpoints)} for {elapsed:.2f}s)", endpoint)

@@ -1,0 +1,56 @@
+"""Fixtures that start a live local Strata cluster for the tests (see
+strata_cluster.py): two training shards, a serving PS following them, and
+stratactl pointed at the shards."""
+
+import subprocess
+
+import pytest
+
+from strata_cluster import Cluster, binary
+
+
+@pytest.fixture(scope="session")
+def shard_addresses():
+    """Two training shards (strata-server), in shard-index order."""
+    cluster = Cluster("strata-py-train-")
+    try:
+        server = binary("strata-server")
+        shards = [cluster.start(f"shard{i}", [
+            server, "--port=0", "--host=127.0.0.1", f"--shard_index={i}",
+            "--num_shards=2", f"--data_dir={cluster.workdir / f'shard{i}'}",
+            "--log_level=warning"]) for i in range(2)]
+        yield [shard.wait_ready() for shard in shards]
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def serving_address(shard_addresses):
+    """A strata-serving that follows the two training shards."""
+    cluster = Cluster("strata-py-serving-")
+    try:
+        serving = cluster.start("serving", [
+            binary("strata-serving"), "--port=0", "--host=127.0.0.1",
+            f"--shards={','.join(shard_addresses)}",
+            f"--data_dir={cluster.workdir / 'serving'}",
+            "--log_level=warning"])
+        yield serving.wait_ready()
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def stratactl(shard_addresses):
+    """Runs `stratactl --shards=<the cluster> ARGS`, returning its stdout."""
+    path = binary("stratactl")
+
+    def run(*args, timeout=30):
+        result = subprocess.run(
+            [path, f"--shards={','.join(shard_addresses)}", *args],
+            capture_output=True, text=True, timeout=timeout,
+            stdin=subprocess.DEVNULL)
+        if result.returncode != 0:
+            pytest.fail(f"stratactl {' '.join(args)} exited "
+                        f"{result.returncode}: {result.stderr}")
+        return result.stdout
+    return run

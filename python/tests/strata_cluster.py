@@ -1,0 +1,126 @@
+"""Starting and stopping the processes of a local Strata cluster in tests.
+
+Binaries come from $STRATA_BIN_DIR, else <repo>/build/bin. Every process is
+started here, waited for with deadlines, stopped (SIGTERM, then SIGKILL) only
+by its own pid, and its temporary directory removed. A missing binary fails
+the tests that need it (it is never a silent skip).
+"""
+
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import grpc
+import pytest
+
+from strata._proto import health_pb2, health_pb2_grpc
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+STARTUP_TIMEOUT = 30.0
+
+
+def bin_dir():
+    return pathlib.Path(os.environ.get("STRATA_BIN_DIR") or REPO / "build" / "bin")
+
+
+def binary(name):
+    path = bin_dir() / name
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"{path} is missing: build it (make -C build {name}) or "
+                    "point STRATA_BIN_DIR at the directory holding it")
+    return str(path)
+
+
+class Daemon:
+    """One process started by the tests, with its log and port file."""
+
+    def __init__(self, name, argv, workdir):
+        self.name = name
+        self.port_file = workdir / f"{name}.port"
+        self.log_path = workdir / f"{name}.log"
+        self.argv = argv + [f"--port_file={self.port_file}"]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(self.argv, stdout=log,
+                                         stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+        self.address = None
+
+    def log_tail(self, lines=30):
+        try:
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def fail(self, why):
+        pytest.fail(f"{self.name}: {why}\ncommand: {' '.join(self.argv)}\n"
+                    f"log:\n{self.log_tail()}")
+
+    def wait_ready(self, timeout=STARTUP_TIMEOUT):
+        """Waits for the port file, then for grpc.health.v1 SERVING."""
+        deadline = time.monotonic() + timeout
+        while self.address is None:
+            if self.proc.poll() is not None:
+                self.fail(f"exited with {self.proc.returncode} before serving")
+            try:
+                port = int(self.port_file.read_text().strip())
+                self.address = f"127.0.0.1:{port}"
+            except (OSError, ValueError):
+                if time.monotonic() > deadline:
+                    self.fail(f"no port in {self.port_file} after {timeout}s")
+                time.sleep(0.05)
+        with grpc.insecure_channel(self.address) as channel:
+            stub = health_pb2_grpc.HealthStub(channel)
+            while True:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    self.fail(f"not SERVING at {self.address} after {timeout}s")
+                if self.proc.poll() is not None:
+                    self.fail(f"exited with {self.proc.returncode}")
+                try:
+                    answer = stub.Check(health_pb2.HealthCheckRequest(),
+                                        timeout=min(remaining, 2.0))
+                    if answer.status == health_pb2.HealthCheckResponse.SERVING:
+                        return self.address
+                except grpc.RpcError:
+                    pass
+                time.sleep(0.05)
+
+    def stop(self, timeout=10.0):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout)
+
+
+class Cluster:
+    """Processes started by a fixture; stop() ends them and removes workdir."""
+
+    def __init__(self, prefix):
+        self.workdir = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
+        self.daemons = []
+
+    def start(self, name, argv):
+        daemon = Daemon(name, argv, self.workdir)
+        self.daemons.append(daemon)
+        return daemon
+
+    def stop(self):
+        for daemon in reversed(self.daemons):
+            daemon.stop()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def free_port():
+    """A port nothing listens on (bound once, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

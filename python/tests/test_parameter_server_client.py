@@ -1,0 +1,94 @@
+"""ParameterServerClient against two live strata-server shards, checked
+against the C++ client (stratactl) so that routing is the same bit for bit."""
+
+import json
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import strata
+from strata_cluster import Cluster, binary, free_port
+
+MAX = 2**64 - 1
+KEYS = [0, 1, 2, 3, 42, 4096, 2**32 + 7, 2**63, MAX - 1, MAX]
+
+
+@pytest.fixture(scope="module")
+def ps(shard_addresses):
+    with strata.ParameterServerClient(shard_addresses, timeout=10) as client:
+        yield client
+
+
+def pull_with_stratactl(stratactl, table, keys):
+    doc = json.loads(stratactl("--json", "pull", table,
+                               ",".join(str(k) for k in keys)))
+    return np.array([row["values"] for row in doc["rows"]], np.float32)
+
+
+def test_python_pushes_land_where_the_cpp_client_reads(ps, stratactl):
+    assert ps.create_table("py_route", dim=3, optimizer="sgd",
+                           learning_rate=1.0)
+    grads = np.arange(len(KEYS) * 3, dtype=np.float32).reshape(-1, 3) / 4
+    ps.push("py_route", KEYS, grads)
+    np.testing.assert_array_equal(pull_with_stratactl(stratactl, "py_route", KEYS),
+                                  -grads)
+    np.testing.assert_array_equal(ps.pull("py_route", KEYS), -grads)
+
+
+def test_cpp_pushes_are_read_back_by_python(ps, stratactl, tmp_path):
+    stratactl("create-table", "cc_route", "--dim=2", "--optimizer=sgd",
+              "--learning_rate=1")
+    lines = [f"{k} {i / 2} {-i}" for i, k in enumerate(KEYS)]
+    (tmp_path / "grads.txt").write_text("\n".join(lines) + "\n")
+    stratactl("push", "cc_route", f"--file={tmp_path / 'grads.txt'}")
+    expected = np.array([[-i / 2, i] for i in range(len(KEYS))], np.float32)
+    np.testing.assert_array_equal(ps.pull("cc_route", KEYS), expected)
+
+
+def test_pull_keeps_order_and_duplicates_and_push_sums_them(ps):
+    ps.create_table("py_dups", dim=2, optimizer="sgd", learning_rate=1.0)
+    ps.push("py_dups", [5, 5, 9], [[1, 1], [2, 2], [4, 8]])
+    rows = ps.pull("py_dups", np.array([9, 5, 9, 7], np.uint64))
+    np.testing.assert_array_equal(rows, [[-4, -8], [-3, -3], [-4, -8], [0, 0]])
+    assert rows.dtype == np.float32 and rows.shape == (4, 2)
+
+
+def test_create_table_is_idempotent_and_unknown_table_is_not_found(ps):
+    ps.create_table("py_idem", dim=4)
+    assert not ps.create_table("py_idem", dim=4)
+    with pytest.raises(strata.NotFoundError, match="py_nope"):
+        ps.pull("py_nope", [1])
+
+
+def test_wrong_dimension_is_invalid_argument(ps):
+    ps.create_table("py_dim", dim=4, optimizer="sgd", learning_rate=1.0)
+    with pytest.raises(strata.InvalidArgumentError):
+        ps.push("py_dim", [1], [1.0, 2.0])
+
+
+def test_calls_retry_unavailable_until_a_late_shard_comes_up():
+    port = free_port()
+    cluster = Cluster("strata-py-late-")
+    server = binary("strata-server")
+    started = []
+
+    def start():
+        started.append(cluster.start("late", [
+            server, f"--port={port}", "--host=127.0.0.1",
+            f"--data_dir={cluster.workdir / 'late'}", "--log_level=warning"]))
+
+    timer = threading.Timer(1.0, start)
+    try:
+        with strata.ParameterServerClient(f"127.0.0.1:{port}",
+                                          timeout=20.0) as ps:
+            begin = time.monotonic()
+            timer.start()
+            assert ps.create_table("late", dim=2)
+            assert time.monotonic() - begin >= 0.9
+            assert started and started[0].proc.poll() is None
+    finally:
+        timer.cancel()
+        timer.join()
+        cluster.stop()
