@@ -14,7 +14,9 @@ namespace bench {
 
 // What to run; filled from the flags by strata_bench.cc.
 struct BenchOptions {
-  std::string mode;  // load, pull, push, redis-load, redis-pull, redis-push
+  // load, pull, push, redis-load, redis-pull, redis-push, serving-lookup,
+  // freshness
+  std::string mode;
   std::vector<std::string> shards;
   std::string redis;  // host:port or unix:/path
   std::string table;
@@ -33,6 +35,12 @@ struct BenchOptions {
   int timeout_ms = 10000;
   // Pre-built batches per thread, rounded up to a multiple of inflight.
   int pool_batches = 16;
+  // serving-lookup and freshness: the strata-serving address.
+  std::string serving;
+  // serving-lookup: open-loop request rate; 0 keeps `inflight` outstanding.
+  double qps = 0;
+  // freshness: background push load on the training shards.
+  double push_keys_per_s = 100000;
 
   // Load modes write every key once instead of running for a duration.
   bool is_load() const { return mode == "load" || mode == "redis-load"; }
@@ -102,6 +110,9 @@ void PrintReport(const BenchOptions& options, const RunResult& result,
 // an error is a setup failure (cannot connect, table missing, ...).
 absl::StatusOr<RunResult> RunStrata(const BenchOptions& options);
 absl::StatusOr<RunResult> RunRedis(const BenchOptions& options);
+absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options);
+// Latencies are the times from push acknowledgement to visibility at serving.
+absl::StatusOr<RunResult> RunFreshness(const BenchOptions& options);
 
 }  // namespace bench
 }  // namespace strata

@@ -16,7 +16,8 @@
 
 ABSL_FLAG(std::string, mode, "",
           "load, pull or push against --shards; redis-load, redis-pull or "
-          "redis-push against --redis (required).");
+          "redis-push against --redis; serving-lookup against --serving; "
+          "freshness against --shards and --serving (required).");
 ABSL_FLAG(std::string, shards, "",
           "Comma-separated host:port of every shard, in shard-index order.");
 ABSL_FLAG(std::string, redis, "127.0.0.1:6379",
@@ -36,6 +37,15 @@ ABSL_FLAG(int, threads, 1, "Client threads, each with its own connections.");
 ABSL_FLAG(int, inflight, 1,
           "Requests kept in flight per thread, 1..64 (pipelined commands for "
           "Redis).");
+ABSL_FLAG(std::string, serving, "",
+          "serving-lookup and freshness: host:port of strata-serving.");
+ABSL_FLAG(double, qps, 0,
+          "serving-lookup: open-loop requests per second (latency counted "
+          "from each request's scheduled start); 0 runs closed loop with "
+          "--inflight requests outstanding.");
+ABSL_FLAG(double, push_keys_per_s, 100000,
+          "freshness: keys pushed per second to the training shards, in "
+          "pushes of --batch keys plus one probe key each.");
 ABSL_FLAG(double, duration_s, 10, "Measured seconds (not for load modes).");
 ABSL_FLAG(double, warmup_s, 1, "Seconds run before measuring starts.");
 ABSL_FLAG(std::string, encoding, "float32",
@@ -71,15 +81,28 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   BenchOptions options;
   options.mode = absl::GetFlag(FLAGS_mode);
   if (options.mode != "load" && options.mode != "pull" &&
-      options.mode != "push" && !IsRedisMode(options.mode)) {
+      options.mode != "push" && !IsRedisMode(options.mode) &&
+      options.mode != "serving-lookup" && options.mode != "freshness") {
     return absl::InvalidArgumentError(
-        "--mode must be load, pull, push, redis-load, redis-pull or "
-        "redis-push");
+        "--mode must be load, pull, push, redis-load, redis-pull, "
+        "redis-push, serving-lookup or freshness");
   }
   options.shards =
       absl::StrSplit(absl::GetFlag(FLAGS_shards), ',', absl::SkipWhitespace());
-  if (!IsRedisMode(options.mode) && options.shards.empty()) {
+  if (!IsRedisMode(options.mode) && options.mode != "serving-lookup" &&
+      options.shards.empty()) {
     return absl::InvalidArgumentError("--shards is required");
+  }
+  options.serving = absl::GetFlag(FLAGS_serving);
+  if ((options.mode == "serving-lookup" || options.mode == "freshness") &&
+      options.serving.empty()) {
+    return absl::InvalidArgumentError("--serving is required");
+  }
+  options.qps = absl::GetFlag(FLAGS_qps);
+  options.push_keys_per_s = absl::GetFlag(FLAGS_push_keys_per_s);
+  if (options.qps < 0 || !(options.push_keys_per_s > 0)) {
+    return absl::InvalidArgumentError(
+        "--qps must be >= 0 and --push_keys_per_s > 0");
   }
   options.redis = absl::GetFlag(FLAGS_redis);
   options.table = absl::GetFlag(FLAGS_table);
@@ -169,6 +192,10 @@ int Run(int argc, char** argv) {
         "built without hiredis: the redis-* modes are unavailable (install "
         "libhiredis-dev and rebuild)");
 #endif
+  } else if (options->mode == "serving-lookup") {
+    result = RunServingLookup(*options);
+  } else if (options->mode == "freshness") {
+    result = RunFreshness(*options);
   } else {
     result = RunStrata(*options);
   }

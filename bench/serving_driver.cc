@@ -1,0 +1,212 @@
+// The serving side of strata-bench:
+//  - serving-lookup: Lookup calls against strata-serving, closed loop
+//    (`inflight` outstanding) or open loop at a fixed --qps, where latency is
+//    measured from each request's scheduled start, so that a stalled server
+//    is not hidden by the generator waiting for it;
+//  - freshness: pushes to the training shards at --push_keys_per_s while
+//    polling strata-serving, and measures the time from each push's
+//    acknowledgement to its row being visible at serving.
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "bench/bench_run.h"
+#include "grpcpp/grpcpp.h"
+#include "proto/strata.grpc.pb.h"
+#include "worker/ps_client.h"
+
+namespace strata {
+namespace bench {
+namespace {
+
+std::unique_ptr<v1::ServingService::Stub> ServingStub(
+    const std::string& address) {
+  grpc::ChannelArguments args;
+  args.SetMaxReceiveMessageSize(-1);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  return v1::ServingService::NewStub(grpc::CreateCustomChannel(
+      address, grpc::InsecureChannelCredentials(), args));
+}
+
+struct LookupCall {
+  grpc::ClientContext context;
+  v1::LookupResponse response;
+  grpc::Status status;
+  SteadyClock::time_point scheduled;
+  uint64_t keys = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
+  auto stub = ServingStub(options.serving);
+  const std::vector<std::vector<uint64_t>> batches =
+      MakeKeyBatches(options, 0, PoolSize(options));
+  std::vector<v1::LookupRequest> requests(batches.size());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    requests[i].set_table(options.table);
+    requests[i].mutable_keys()->Add(batches[i].begin(), batches[i].end());
+  }
+  grpc::CompletionQueue queue;
+  const SteadyClock::time_point start = SteadyClock::now();
+  Window window(options, start);
+  RunResult result;
+  std::atomic<int64_t> outstanding{0};
+  // Reaps completions on its own thread, so that the sender keeps to its
+  // schedule.
+  std::thread reaper([&] {
+    void* tag;
+    bool ok;
+    while (queue.Next(&tag, &ok)) {
+      std::unique_ptr<LookupCall> call(static_cast<LookupCall*>(tag));
+      if (call->status.ok()) {
+        window.Complete(call->scheduled, SteadyClock::now(), call->keys,
+                        result);
+      } else {
+        result.AddError(absl::StatusCodeToString(static_cast<absl::StatusCode>(
+                            call->status.error_code())),
+                        call->status.error_message());
+      }
+      --outstanding;
+    }
+  });
+  const bool open_loop = options.qps > 0;
+  const auto interval = std::chrono::nanoseconds(
+      open_loop ? static_cast<int64_t>(1e9 / options.qps) : 0);
+  SteadyClock::time_point next = start;
+  for (uint64_t i = 0;; ++i) {
+    SteadyClock::time_point now = SteadyClock::now();
+    if (window.Over(now)) break;
+    if (open_loop) {
+      if (now < next) std::this_thread::sleep_until(next);
+    } else {
+      while (outstanding.load() >= options.inflight) std::this_thread::yield();
+    }
+    auto* call = new LookupCall();
+    call->scheduled = open_loop ? next : SteadyClock::now();
+    call->keys = static_cast<uint64_t>(batches[i % batches.size()].size());
+    call->context.set_deadline(std::chrono::system_clock::now() +
+                               std::chrono::milliseconds(options.timeout_ms));
+    ++outstanding;
+    auto reader = stub->AsyncLookup(&call->context,
+                                    requests[i % requests.size()], &queue);
+    reader->Finish(&call->response, &call->status, call);
+    next += interval;
+  }
+  while (outstanding.load() > 0) std::this_thread::yield();
+  queue.Shutdown();
+  reaper.join();
+  result.seconds = options.duration_s;
+  return result;
+}
+
+absl::StatusOr<RunResult> RunFreshness(const BenchOptions& options) {
+  PsClientOptions client_options;
+  client_options.shard_addresses = options.shards;
+  absl::StatusOr<std::unique_ptr<PsClient>> client =
+      PsClient::Create(client_options);
+  if (!client.ok()) return client.status();
+  // Probe rows start at zero and become exactly 1 when their push lands.
+  v1::TableConfig config;
+  config.set_name(options.table);
+  config.set_dim(options.dim);
+  config.mutable_optimizer()->set_type(v1::SGD);
+  config.mutable_optimizer()->set_learning_rate(1.0f);
+  config.mutable_initializer()->set_type(v1::ZEROS);
+  if (absl::Status s = (*client)->CreateTable(config); !s.ok()) return s;
+  auto stub = ServingStub(options.serving);
+
+  struct Probe {
+    uint64_t key;
+    SteadyClock::time_point acknowledged;
+  };
+  absl::Mutex mu;
+  std::deque<Probe> pending;  // Guarded by mu.
+  std::atomic<bool> done{false};
+  const SteadyClock::time_point start = SteadyClock::now();
+  Window window(options, start);
+  RunResult result;
+  // Polls serving for the pending probes, oldest first.
+  std::thread poller([&] {
+    while (true) {
+      std::vector<Probe> probes;
+      {
+        absl::MutexLock lock(&mu);
+        if (done && pending.empty()) return;
+        probes.assign(pending.begin(), pending.end());
+      }
+      if (probes.empty()) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        continue;
+      }
+      v1::LookupRequest request;
+      request.set_table(options.table);
+      for (const Probe& probe : probes) request.add_keys(probe.key);
+      v1::LookupResponse response;
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::milliseconds(options.timeout_ms));
+      grpc::Status status = stub->Lookup(&context, request, &response);
+      const SteadyClock::time_point now = SteadyClock::now();
+      if (!status.ok()) {
+        // The table reaches serving a moment after it is created.
+        if (status.error_code() != grpc::StatusCode::NOT_FOUND) {
+          result.AddError("LOOKUP", status.error_message());
+        }
+        continue;
+      }
+      absl::MutexLock lock(&mu);
+      for (size_t i = 0; i < probes.size(); ++i) {
+        if (response.values(static_cast<int>(i * options.dim)) != 1.0f) {
+          continue;
+        }
+        window.Complete(probes[i].acknowledged, now, 1, result);
+        for (auto it = pending.begin(); it != pending.end(); ++it) {
+          if (it->key == probes[i].key) {
+            pending.erase(it);
+            break;
+          }
+        }
+      }
+    }
+  });
+  // Pushes batches of `batch` keys at push_keys_per_s: one fresh probe key
+  // per push, the rest uniform background keys.
+  const std::vector<std::vector<uint64_t>> batches =
+      MakeKeyBatches(options, 0, PoolSize(options));
+  const double pushes_per_s =
+      options.push_keys_per_s / static_cast<double>(options.batch);
+  const auto interval =
+      std::chrono::nanoseconds(static_cast<int64_t>(1e9 / pushes_per_s));
+  SteadyClock::time_point next = start;
+  const uint64_t probe_base = uint64_t{1} << 62;
+  std::vector<float> gradients;
+  for (uint64_t i = 0; !window.Over(SteadyClock::now()); ++i) {
+    std::this_thread::sleep_until(next);
+    next += interval;
+    std::vector<uint64_t> keys = batches[i % batches.size()];
+    keys.push_back(probe_base + i);
+    gradients.assign(keys.size() * options.dim, 0.0f);
+    std::fill(gradients.end() - options.dim, gradients.end(), -1.0f);
+    absl::Status pushed = (*client)->Push(options.table, keys, gradients);
+    if (!pushed.ok()) {
+      result.AddError("PUSH", std::string(pushed.message()));
+      continue;
+    }
+    absl::MutexLock lock(&mu);
+    pending.push_back(Probe{probe_base + i, SteadyClock::now()});
+  }
+  done = true;
+  poller.join();
+  result.seconds = options.duration_s;
+  return result;
+}
+
+}  // namespace bench
+}  // namespace strata
