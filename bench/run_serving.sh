@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Serving benchmarks: one training strata-server and one strata-serving
+# following it, on 127.0.0.1.
+#  1. freshness: strata-bench pushes 100k keys/s (1000-key pushes) to the
+#     training shard while polling serving; time from each push's
+#     acknowledgement to its row being visible at serving;
+#  2. lookup latency: 1000-key lookups of dimension 64 from a 1M-row table,
+#     first closed loop to find the maximum rate, then open loop at 25%, 50%
+#     and 90% of it.
+# Writes a markdown table to stdout and to $OUT_DIR/serving.md.
+#
+# Usage: bench/run_serving.sh [BUILD_DIR]   (default: ./build)
+# Environment: DURATION_S [10], NUM_KEYS [1000000], DIM [64],
+#              CACHE_ROWS [1000000], OUT_DIR [bench/out]
+set -uo pipefail
+BUILD_DIR=${1:-build}
+DURATION_S=${DURATION_S:-10}
+NUM_KEYS=${NUM_KEYS:-1000000}
+DIM=${DIM:-64}
+CACHE_ROWS=${CACHE_ROWS:-1000000}
+OUT_DIR=${OUT_DIR:-bench/out}
+BIN="$BUILD_DIR/bin"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-serving-bench.XXXXXX")
+PIDS=()
+
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+wait_port() {
+  local file=$1 pid=$2
+  for _ in $(seq 600); do
+    [[ -s "$file" ]] && return 0
+    kill -0 "$pid" 2>/dev/null || { echo "run_serving.sh: a daemon exited" >&2; exit 1; }
+    sleep 0.1
+  done
+  echo "run_serving.sh: a daemon did not start" >&2
+  exit 1
+}
+
+"$BIN/strata-server" --port=0 --port_file="$WORK/shard.port" \
+  --data_dir="$WORK/shard" --durability=group --log_level=warning \
+  2>"$WORK/shard.log" &
+PIDS+=($!)
+wait_port "$WORK/shard.port" "${PIDS[-1]}"
+SHARD="127.0.0.1:$(cat "$WORK/shard.port")"
+"$BIN/strata-serving" --port=0 --port_file="$WORK/serving.port" \
+  --shards="$SHARD" --data_dir="$WORK/serving" --cache_rows="$CACHE_ROWS" \
+  --log_level=warning 2>"$WORK/serving.log" &
+PIDS+=($!)
+wait_port "$WORK/serving.port" "${PIDS[-1]}"
+SERVING="127.0.0.1:$(cat "$WORK/serving.port")"
+
+"$BIN/strata-bench" --mode=load --shards="$SHARD" --table=bench --dim="$DIM" \
+  --num_keys="$NUM_KEYS" --batch=8192 --inflight=8 >/dev/null || exit 1
+"$BIN/strata-lookup" --serving="$SERVING" --wait_caught_up_s=300 bench 0 \
+  >/dev/null || exit 1
+
+ROWS=()
+run() {
+  local label=$1
+  shift
+  local line
+  line=$("$BIN/strata-bench" --dim="$DIM" --num_keys="$NUM_KEYS" "$@" \
+    --duration_s="$DURATION_S" --warmup_s=1 2>"$WORK/bench.err" | head -1)
+  echo "$label: $line" >&2
+  LAST="$line"
+  local f
+  f() { tr ' ' '\n' <<<"$line" | awk -v n="$1=" 'index($0, n) == 1 { print substr($0, length(n) + 1) }'; }
+  local requests seconds
+  requests=$(f requests)
+  seconds=$(f seconds)
+  ROWS+=("| $label | $(awk -v r="$requests" -v s="$seconds" 'BEGIN { printf "%.0f", r / s }') | $(f p50) | $(f p99) | $(f p999) | $(f errors) |")
+}
+
+run "freshness, 100k keys/s pushed in 1000-key pushes" --mode=freshness \
+  --shards="$SHARD" --serving="$SERVING" --table=fresh --batch=1000 \
+  --push_keys_per_s=100000
+run "lookup 1000 keys, closed loop, 8 in flight" --mode=serving-lookup \
+  --serving="$SERVING" --table=bench --batch=1000 --inflight=8
+MAX_QPS=$(tr ' ' '\n' <<<"$LAST" | awk -F= '$1 == "requests" { r = $2 } $1 == "seconds" { s = $2 } END { printf "%.0f", r / s }')
+for percent in 25 50 90; do
+  qps=$((MAX_QPS * percent / 100))
+  run "lookup 1000 keys, open loop at ${percent}% (${qps}/s)" \
+    --mode=serving-lookup --serving="$SERVING" --table=bench --batch=1000 \
+    --qps="$qps"
+done
+
+mkdir -p "$OUT_DIR"
+{
+  echo "| run | requests/s | p50 ms | p99 ms | p999 ms | errors |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+  printf '%s\n' "${ROWS[@]}"
+} | tee "$OUT_DIR/serving.md"
