@@ -2,6 +2,7 @@
 // loopback gRPC server with a real RocksDB store.
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,9 +35,13 @@ v1::TableConfig SgdTable(const std::string& name) {
 
 class SubscribeTest : public ::testing::Test {
  protected:
+  // The change log's budget; a subclass makes it small.
+  virtual size_t ChangeLogBytes() const { return size_t{64} << 20; }
+
   void SetUp() override {
     EmbeddingStoreOptions store_options;
     store_options.data_dir = dir_.path() + "/data";
+    store_options.change_log_bytes = ChangeLogBytes();
     auto store = EmbeddingStore::Open(store_options);
     ASSERT_THAT(store.status(), IsOk());
     store_ = *std::move(store);
@@ -214,6 +219,63 @@ TEST_F(SubscribeTest, RestoreOfACheckpointStartsANewSnapshot) {
   v1::ChangeBatch rows = Next(reader);
   ASSERT_EQ(rows.kind(), v1::ChangeBatch::SNAPSHOT_ROWS);
   EXPECT_THAT(rows.rows(0).values(), ElementsAre(-1.0f, -1.0f));
+}
+
+class SlowFollowerTest : public SubscribeTest {
+ protected:
+  size_t ChangeLogBytes() const override { return 32 << 10; }
+};
+
+TEST_F(SlowFollowerTest, FollowerPastWhatTheLogKeepsGetsANewSnapshot) {
+  auto* reader = Subscribe(0, 0, {"a"});
+  v1::ChangeBatch begin = Next(reader);
+  ASSERT_EQ(begin.kind(), v1::ChangeBatch::SNAPSHOT_BEGIN);
+  // The follower reads nothing while 26 MB of updates go by, more than
+  // gRPC and the sockets buffer: flow control holds the shard's producer
+  // back, the 32 KiB log drops what the follower has not read, and the
+  // shard's memory stays bounded.
+  constexpr int kPushes = 400;
+  std::vector<uint64_t> keys(4096);
+  for (int push = 0; push < kPushes; ++push) {
+    for (size_t i = 0; i < keys.size(); ++i) keys[i] = 1000 + push * 4096 + i;
+    Push("a", keys, 1.0f);
+  }
+  Push("a", {7}, 1.0f);  // Key 7 ends at -1.
+  const uint64_t last = begin.sequence() + kPushes + 1;
+  // Reading again, the follower must meet a second snapshot (taken whenever
+  // the producer found the gap), and the snapshot plus the deltas after it
+  // must rebuild every row.
+  v1::ChangeBatch batch;
+  uint64_t expected = begin.sequence();
+  while (true) {
+    batch = Next(reader);
+    if (batch.kind() == v1::ChangeBatch::SNAPSHOT_BEGIN) break;
+    if (batch.kind() == v1::ChangeBatch::DELTA) {
+      ASSERT_EQ(batch.sequence(), ++expected) << "deltas must not skip";
+    }
+    ASSERT_LT(batch.sequence(), last) << "no snapshot came";
+  }
+  EXPECT_GT(batch.sequence(), expected);
+  std::map<uint64_t, float> rows;
+  auto apply = [&rows](const v1::ChangeBatch& changes) {
+    for (const v1::TableBatch& table : changes.rows()) {
+      for (int i = 0; i < table.keys_size(); ++i) {
+        rows[table.keys(i)] = table.values(i * kDim);
+      }
+    }
+  };
+  for (batch = Next(reader); batch.kind() == v1::ChangeBatch::SNAPSHOT_ROWS;
+       batch = Next(reader)) {
+    apply(batch);
+  }
+  ASSERT_EQ(batch.kind(), v1::ChangeBatch::SNAPSHOT_END);
+  while (batch.sequence() < last) {
+    batch = Next(reader);
+    ASSERT_EQ(batch.kind(), v1::ChangeBatch::DELTA);
+    apply(batch);
+  }
+  EXPECT_EQ(rows.size(), size_t{kPushes} * 4096 + 1);
+  EXPECT_EQ(rows[7], -1.0f);
 }
 
 }  // namespace
