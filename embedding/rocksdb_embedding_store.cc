@@ -161,11 +161,6 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   uint64_t TotalRows();
   void FlushLoop();
-  // Appends the new values of the rows a push changed to the change log.
-  // The values are read while the log is locked, so that of two pushes
-  // changing a row, the later record carries the later value.
-  void RecordChange(absl::Span<const GradientBatch> batches,
-                    const std::vector<EmbeddingTable*>& tables);
 
   EmbeddingTable* FindTable(absl::string_view name)
       ABSL_SHARED_LOCKS_REQUIRED(tables_mu_) {
@@ -441,35 +436,63 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
   }
   // Tables are never dropped while commit_mu_ is held, so the pointers stay
   // valid without tables_mu_.
-  rocksdb::WriteBatch write;
-  EmbeddingTable::RowVisitor record;
-  TableId table_id = 0;
-  uint32_t dim = 0, state_dim = 0;
-  if (!periodic) {
-    record = [&](FeatureId key, const float* value, const float* state) {
-      const std::string row_key = RowKey(table_id, key);
-      write.Put(handles_[1], row_key, FloatSlice(value, dim));
-      if (state_dim > 0) {
-        write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
-      }
-    };
-  }
-  for (size_t b = 0; b < batches.size(); ++b) {
-    table_id = tables[b]->id();
-    dim = tables[b]->dim();
-    state_dim = tables[b]->state_dim();
-    tables[b]->ApplyGradients(batches[b].keys, batches[b].gradients.data(),
-                              /*track_dirty=*/periodic, record);
-  }
   absl::Status written = absl::OkStatus();
-  if (!periodic) {
-    if (deduplicated) {
-      write.Put(handles_[0], absl::StrCat(kClientPrefix, id.client_id),
-                deduplicator_.SerializeWindow(id.client_id));
+  if (periodic) {
+    // Pushes apply concurrently (stripe locks only); the record of each is
+    // filled afterwards by reading its rows again under the log's lock, so
+    // that of two pushes changing a row, the later record carries the later
+    // value.
+    for (size_t b = 0; b < batches.size(); ++b) {
+      tables[b]->ApplyGradients(batches[b].keys, batches[b].gradients.data(),
+                                /*track_dirty=*/true, nullptr);
     }
-    written = WriteLocked(write, /*sync=*/false);
+    change_log_.Append([&](ChangeRecord& change) {
+      change.rows.resize(batches.size());
+      for (size_t b = 0; b < batches.size(); ++b) {
+        ChangedRows& rows = change.rows[b];
+        rows.table = std::string(batches[b].table);
+        rows.dim = tables[b]->dim();
+        rows.keys.assign(batches[b].keys.begin(), batches[b].keys.end());
+        rows.values.resize(rows.keys.size() * rows.dim);
+        tables[b]->Lookup(rows.keys, rows.values.data());
+      }
+    });
+  } else {
+    // Pushes are serialized by the commit lock: each is applied inside its
+    // change-log append, and a changed row's new value goes into the record
+    // and the write batch while it is still in cache.
+    change_log_.Append([&](ChangeRecord& change) {
+      rocksdb::WriteBatch write;
+      change.rows.resize(batches.size());
+      for (size_t b = 0; b < batches.size(); ++b) {
+        ChangedRows& rows = change.rows[b];
+        const TableId table_id = tables[b]->id();
+        const uint32_t dim = tables[b]->dim();
+        const uint32_t state_dim = tables[b]->state_dim();
+        rows.table = std::string(batches[b].table);
+        rows.dim = dim;
+        rows.keys.reserve(batches[b].keys.size());
+        rows.values.reserve(batches[b].keys.size() * dim);
+        tables[b]->ApplyGradients(
+            batches[b].keys, batches[b].gradients.data(),
+            /*track_dirty=*/false,
+            [&](FeatureId key, const float* value, const float* state) {
+              rows.keys.push_back(key);
+              rows.values.insert(rows.values.end(), value, value + dim);
+              const std::string row_key = RowKey(table_id, key);
+              write.Put(handles_[1], row_key, FloatSlice(value, dim));
+              if (state_dim > 0) {
+                write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
+              }
+            });
+      }
+      if (deduplicated) {
+        write.Put(handles_[0], absl::StrCat(kClientPrefix, id.client_id),
+                  deduplicator_.SerializeWindow(id.client_id));
+      }
+      written = WriteLocked(write, /*sync=*/false);
+    });
   }
-  if (written.ok()) RecordChange(batches, tables);
   unlock();
   STRATA_RETURN_IF_ERROR(written);
   if (options_.durability == Durability::kSync) {
@@ -624,22 +647,6 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
       << "restored checkpoint '" << checkpoint_id << "' of step "
       << info.global_step << ", " << info.num_rows << " rows";
   return info;
-}
-
-void RocksDbEmbeddingStore::RecordChange(
-    absl::Span<const GradientBatch> batches,
-    const std::vector<EmbeddingTable*>& tables) {
-  change_log_.Append([&](ChangeRecord& record) {
-    record.rows.resize(batches.size());
-    for (size_t b = 0; b < batches.size(); ++b) {
-      ChangedRows& rows = record.rows[b];
-      rows.table = std::string(batches[b].table);
-      rows.dim = tables[b]->dim();
-      rows.keys.assign(batches[b].keys.begin(), batches[b].keys.end());
-      rows.values.resize(rows.keys.size() * rows.dim);
-      tables[b]->Lookup(rows.keys, rows.values.data());
-    }
-  });
 }
 
 absl::StatusOr<ValueSnapshot> RocksDbEmbeddingStore::SnapshotValues(
