@@ -21,6 +21,7 @@
 #include "embedding/embedding_table.h"
 #include "embedding/internal/push_deduplicator.h"
 #include "embedding/internal/rocksdb_files.h"
+#include "embedding/storage_format.h"
 #include "rocksdb/db.h"
 #include "rocksdb/memtablerep.h"
 #include "rocksdb/utilities/checkpoint.h"
@@ -32,29 +33,9 @@ namespace {
 using embedding_internal::PushDeduplicator;
 using embedding_internal::RocksDbFiles;
 
-constexpr char kTablePrefix[] = "table/";
 // Larger gradients would overflow float32 when squared by the optimizers.
 constexpr float kMaxGradientMagnitude = 1e18f;
 constexpr char kClientPrefix[] = "client/";
-
-std::string RowKey(TableId table, FeatureId key) {
-  char buf[12];
-  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>(table >> (24 - 8 * i));
-  for (int i = 0; i < 8; ++i) {
-    buf[4 + i] = static_cast<char>(key >> (56 - 8 * i));
-  }
-  return std::string(buf, sizeof(buf));
-}
-
-bool ParseRowKey(const rocksdb::Slice& slice, TableId* table, FeatureId* key) {
-  if (slice.size() != 12) return false;
-  const auto* p = reinterpret_cast<const unsigned char*>(slice.data());
-  *table = 0;
-  *key = 0;
-  for (int i = 0; i < 4; ++i) *table = (*table << 8) | p[i];
-  for (int i = 4; i < 12; ++i) *key = (*key << 8) | p[i];
-  return true;
-}
 
 rocksdb::Slice FloatSlice(const float* data, size_t count) {
   return rocksdb::Slice(reinterpret_cast<const char*>(data),
@@ -247,18 +228,12 @@ absl::Status RocksDbEmbeddingStore::LoadLocked() {
     const absl::string_view key(it->key().data(), it->key().size());
     const absl::string_view value(it->value().data(), it->value().size());
     absl::string_view rest = key;
-    if (absl::ConsumePrefix(&rest, kTablePrefix)) {
-      std::pair<absl::string_view, absl::string_view> id_and_config =
-          absl::StrSplit(value, absl::MaxSplits(' ', 1));
-      TableId id;
-      if (!absl::SimpleAtoi(id_and_config.first, &id)) {
-        return absl::DataLossError(
-            absl::StrCat("stored table '", rest, "' has a bad id"));
-      }
-      STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
-                              ParseTableConfig(id_and_config.second));
+    if (absl::ConsumePrefix(&rest, kTableRecordPrefix)) {
+      STRATA_ASSIGN_OR_RETURN(auto record, ParseTableRecord(value));
+      const TableId id = record.first;
       next_table_id = std::max(next_table_id, id + 1);
-      tables[config.name] = std::make_unique<EmbeddingTable>(config, id);
+      tables[record.second.name] =
+          std::make_unique<EmbeddingTable>(record.second, id);
     } else if (absl::ConsumePrefix(&rest, kClientPrefix)) {
       STRATA_RETURN_IF_ERROR(
           deduplicator_.LoadWindow(std::string(rest), value));
@@ -291,7 +266,9 @@ absl::StatusOr<uint64_t> RocksDbEmbeddingStore::LoadRowsLocked(
   for (values->SeekToFirst(); values->Valid(); values->Next()) {
     TableId table_id;
     FeatureId key;
-    if (!ParseRowKey(values->key(), &table_id, &key) ||
+    if (!ParseRowKey(
+            absl::string_view(values->key().data(), values->key().size()),
+            &table_id, &key) ||
         !by_id.contains(table_id)) {
       return absl::DataLossError("stored row has a bad key or unknown table");
     }
@@ -341,8 +318,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
   }
   const TableId id = next_table_id_;
   rocksdb::WriteBatch batch;
-  batch.Put(handles_[0], absl::StrCat(kTablePrefix, config.name),
-            absl::StrCat(id, " ", SerializeTableConfig(config)));
+  batch.Put(handles_[0], TableRecordKey(config.name),
+            TableRecordValue(id, config));
   STRATA_RETURN_IF_ERROR(WriteLocked(batch, /*sync=*/true));
   ++next_table_id_;
   tables_[config.name] = std::make_unique<EmbeddingTable>(config, id);

@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "common/command_line.h"
+#include "common/daemon.h"
 #include "common/http_server.h"
 #include "common/logging.h"
 #include "embedding/embedding_store.h"
@@ -97,11 +98,7 @@ int Run() {
   }
 
   // Block the stop signals in every thread; the main thread waits for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = BlockStopSignals();
 
   EmbeddingStoreOptions store_options;
   store_options.data_dir = absl::GetFlag(FLAGS_data_dir);
@@ -127,25 +124,14 @@ int Run() {
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_keys_per_request));
   ShardService service(service_options);
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  const std::string address =
-      absl::StrCat(absl::GetFlag(FLAGS_host), ":", port);
   int bound_port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           &bound_port);
-  // Without this, a second server could bind the same port and share it.
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(512 << 20);
-  builder.SetMaxSendMessageSize(512 << 20);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
-    STRATA_LOG(ERROR, "server")
-        << "cannot listen on " << address
-        << ": the port is in use or the address is not local";
+  absl::StatusOr<std::unique_ptr<grpc::Server>> started =
+      StartGrpcServer(absl::GetFlag(FLAGS_host), port, {&service}, &bound_port);
+  if (!started.ok()) {
+    STRATA_LOG(ERROR, "server") << started.status().message();
     return kExitRuntimeError;
   }
+  std::unique_ptr<grpc::Server> server = *std::move(started);
 
   HttpServer http;
   int metrics_port = -1;
@@ -199,8 +185,7 @@ int Run() {
       << " metrics_port=" << metrics_port
       << " max_keys_per_request=" << service_options.max_keys_per_request;
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  const int signal_number = WaitForStopSignal(stop_signals);
   STRATA_LOG(INFO, "server")
       << "received signal " << signal_number << ", draining";
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));

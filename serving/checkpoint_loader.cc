@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "embedding/storage_format.h"
 #include "rocksdb/db.h"
 #include "serving/internal/row_format.h"
 #include "serving/internal/store_records.h"
@@ -20,7 +21,7 @@ using serving_internal::ParseRowKey;
 
 // Rows per store write while copying.
 constexpr size_t kRowsPerWrite = 4096;
-constexpr char kTablePrefix[] = "table/";
+constexpr const char* kTablePrefix = kTableRecordPrefix;
 
 // A read-only checkpoint database and its two column families.
 struct Checkpoint {

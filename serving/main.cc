@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/command_line.h"
+#include "common/daemon.h"
 #include "common/http_server.h"
 #include "common/logging.h"
 #include "grpcpp/grpcpp.h"
@@ -148,11 +149,7 @@ int Run() {
   if (!config.ok()) return UsageError(std::string(config.status().message()));
 
   // Block the stop signals in every thread; the main thread waits for them.
-  sigset_t stop_signals;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGTERM);
-  sigaddset(&stop_signals, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  const sigset_t stop_signals = BlockStopSignals();
 
   absl::StatusOr<std::unique_ptr<ServingStore>> store =
       ServingStore::Open(config->store);
@@ -199,24 +196,14 @@ int Run() {
   };
   ServingService service(service_options);
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::ServerBuilder builder;
-  const std::string address =
-      absl::StrCat(absl::GetFlag(FLAGS_host), ":", config->port);
   int bound_port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           &bound_port);
-  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(512 << 20);
-  builder.SetMaxSendMessageSize(512 << 20);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
-    STRATA_LOG(ERROR, kComponent)
-        << "cannot listen on " << address
-        << ": the port is in use or the address is not local";
+  absl::StatusOr<std::unique_ptr<grpc::Server>> started = StartGrpcServer(
+      absl::GetFlag(FLAGS_host), config->port, {&service}, &bound_port);
+  if (!started.ok()) {
+    STRATA_LOG(ERROR, kComponent) << started.status().message();
     return kExitRuntimeError;
   }
+  std::unique_ptr<grpc::Server> server = *std::move(started);
   for (auto& follower : followers) follower->Start();
 
   HttpServer http;
@@ -254,8 +241,7 @@ int Run() {
       << (offline ? "checkpoint_dirs=" : "shards=")
       << absl::StrJoin(offline ? config->checkpoint_dirs : config->shards, ",");
 
-  int signal_number = 0;
-  sigwait(&stop_signals, &signal_number);
+  const int signal_number = WaitForStopSignal(stop_signals);
   STRATA_LOG(INFO, kComponent)
       << "received signal " << signal_number << ", draining";
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));

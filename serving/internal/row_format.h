@@ -5,35 +5,16 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "embedding/storage_format.h"
 #include "embedding/table_config.h"
 
 namespace strata {
 namespace serving_internal {
 
-// Row keys: the big-endian table id, then the big-endian feature id, as in
-// the training store's "values" column family (so each table's rows are
-// contiguous and a checkpoint's keys parse the same way).
-inline constexpr size_t kRowKeyBytes = 12;
-
-inline std::string RowKey(TableId table, FeatureId key) {
-  char buf[kRowKeyBytes];
-  for (int i = 0; i < 4; ++i) buf[i] = static_cast<char>(table >> (24 - 8 * i));
-  for (int i = 0; i < 8; ++i) {
-    buf[4 + i] = static_cast<char>(key >> (56 - 8 * i));
-  }
-  return std::string(buf, sizeof(buf));
-}
-
-inline bool ParseRowKey(absl::string_view bytes, TableId* table,
-                        FeatureId* key) {
-  if (bytes.size() != kRowKeyBytes) return false;
-  const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
-  *table = 0;
-  *key = 0;
-  for (int i = 0; i < 4; ++i) *table = (*table << 8) | p[i];
-  for (int i = 4; i < 12; ++i) *key = (*key << 8) | p[i];
-  return true;
-}
+// Row keys are the training store's (embedding/storage_format.h).
+using ::strata::kRowKeyBytes;
+using ::strata::ParseRowKey;
+using ::strata::RowKey;
 
 // A serving row's value is its dim float32 followed by a stamp: the shard it
 // came from (uint32) and the snapshot epoch it was written in (uint64),

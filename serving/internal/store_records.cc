@@ -8,13 +8,14 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "embedding/storage_format.h"
 #include "rocksdb/db.h"
 
 namespace strata {
 namespace serving_internal {
 namespace {
 
-constexpr char kTablePrefix[] = "table/";
+constexpr const char* kTablePrefix = kTableRecordPrefix;
 constexpr char kRowCountPrefix[] = "rows/";
 constexpr char kShardPrefix[] = "shard/";
 
@@ -51,24 +52,6 @@ std::string StoreRecords::EncodeShard(const StoredShard& shard) {
   return absl::StrCat(shard.position.incarnation, " ", shard.position.sequence,
                       " ", shard.position.acknowledged_micros, " ",
                       shard.epoch);
-}
-
-absl::StatusOr<std::pair<TableId, EmbeddingTableConfig>> ParseTableRecord(
-    absl::string_view value) {
-  std::pair<absl::string_view, absl::string_view> id_and_config =
-      absl::StrSplit(value, absl::MaxSplits(' ', 1));
-  TableId id = 0;
-  if (!absl::SimpleAtoi(id_and_config.first, &id)) {
-    return absl::DataLossError(
-        absl::StrCat("table record '", value, "' has a bad id"));
-  }
-  absl::StatusOr<EmbeddingTableConfig> config =
-      ParseTableConfig(id_and_config.second);
-  if (!config.ok()) {
-    return absl::DataLossError(absl::StrCat("table record '", value,
-                                            "': ", config.status().message()));
-  }
-  return std::make_pair(id, *std::move(config));
 }
 
 absl::StatusOr<StoreRecords> LoadStoreRecords(

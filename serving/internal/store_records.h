@@ -9,6 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "embedding/storage_format.h"
 #include "embedding/table_config.h"
 #include "serving/serving_store.h"
 
@@ -45,10 +46,8 @@ struct StoreRecords {
 absl::StatusOr<StoreRecords> LoadStoreRecords(
     rocksdb::DB& db, rocksdb::ColumnFamilyHandle* family);
 
-// Parses a table record's value, "<id> <config>", as the training store
-// writes it too.
-absl::StatusOr<std::pair<TableId, EmbeddingTableConfig>> ParseTableRecord(
-    absl::string_view value);
+// Table records are the training store's (embedding/storage_format.h).
+using ::strata::ParseTableRecord;
 
 }  // namespace serving_internal
 }  // namespace strata
