@@ -1,6 +1,5 @@
 // strata-server: one shard of the training parameter server.
 
-#include <pthread.h>
 #include <signal.h>
 
 #include <cerrno>
@@ -19,7 +18,6 @@
 #include "common/logging.h"
 #include "embedding/embedding_store.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "server/shard_service.h"
 
 ABSL_FLAG(std::string, host, "127.0.0.1",

@@ -2,7 +2,6 @@
 // shard's change stream (or loads a checkpoint) into its own store and
 // answers read-only lookups.
 
-#include <pthread.h>
 #include <signal.h>
 
 #include <cerrno>
@@ -22,7 +21,6 @@
 #include "common/http_server.h"
 #include "common/logging.h"
 #include "grpcpp/grpcpp.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "serving/checkpoint_loader.h"
 #include "serving/serving_service.h"
 #include "serving/serving_store.h"
