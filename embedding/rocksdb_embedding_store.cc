@@ -1,46 +1,23 @@
-// EmbeddingStore on RocksDB: rows in memory (EmbeddingTable), made durable in
-// three column families: "default" (tables, push windows), "values" and
-// "optimizer". Row keys are the big-endian table id then the big-endian
-// feature id, so each table's rows are contiguous and ordered.
+// EmbeddingStore on RocksDB, the data path: opening and recovery, tables,
+// lookups and pushes. See embedding/internal/rocksdb_embedding_store.h.
 
-#include <atomic>
+#include "embedding/internal/rocksdb_embedding_store.h"
+
 #include <cmath>
 #include <cstring>
-#include <thread>
 
-#include "absl/container/flat_hash_map.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/synchronization/notification.h"
-#include "common/logging.h"
 #include "common/status_macros.h"
-#include "embedding/embedding_store.h"
-#include "embedding/embedding_table.h"
-#include "embedding/internal/push_deduplicator.h"
-#include "embedding/internal/rocksdb_files.h"
 #include "embedding/storage_format.h"
-#include "rocksdb/db.h"
 #include "rocksdb/memtablerep.h"
-#include "rocksdb/utilities/checkpoint.h"
-#include "rocksdb/write_batch.h"
 
 namespace strata {
+namespace embedding_internal {
 namespace {
-
-using embedding_internal::PushDeduplicator;
-using embedding_internal::RocksDbFiles;
 
 // Larger gradients would overflow float32 when squared by the optimizers.
 constexpr float kMaxGradientMagnitude = 1e18f;
-constexpr char kClientPrefix[] = "client/";
-
-rocksdb::Slice FloatSlice(const float* data, size_t count) {
-  return rocksdb::Slice(reinterpret_cast<const char*>(data),
-                        count * sizeof(float));
-}
 
 absl::Status FirstInvalidGradient(const GradientBatch& batch, uint32_t dim) {
   if (batch.keys.empty()) {
@@ -69,111 +46,7 @@ absl::Status FirstInvalidGradient(const GradientBatch& batch, uint32_t dim) {
   return absl::OkStatus();
 }
 
-class RocksDbEmbeddingStore final : public EmbeddingStore {
- public:
-  explicit RocksDbEmbeddingStore(const EmbeddingStoreOptions& options)
-      : options_(options),
-        files_(options.data_dir, options.file_system),
-        change_log_(options.change_log_bytes, options.clock) {}
-
-  ~RocksDbEmbeddingStore() override {
-    if (flusher_.joinable()) {
-      stop_flusher_.Notify();
-      flusher_.join();
-    }
-    absl::Status flushed = Flush();
-    if (!flushed.ok()) {
-      STRATA_LOG(ERROR, "store") << "final flush failed: " << flushed;
-    }
-    absl::MutexLock lock(&commit_mu_);
-    CloseDbLocked();
-  }
-
-  absl::Status Init() {
-    absl::MutexLock lock(&commit_mu_);
-    STRATA_RETURN_IF_ERROR(files_.Prepare());
-    STRATA_RETURN_IF_ERROR(OpenDbLocked());
-    if (options_.durability == Durability::kPeriodic) {
-      flusher_ = std::thread([this] { FlushLoop(); });
-    }
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<bool> CreateTable(const EmbeddingTableConfig& config) override;
-  std::vector<TableStats> ListTables() override;
-  absl::StatusOr<EmbeddingTableConfig> GetTableConfig(
-      absl::string_view table) override;
-  absl::Status Lookup(absl::string_view table, absl::Span<const FeatureId> keys,
-                      absl::Span<float> out) override;
-  absl::StatusOr<bool> ApplyGradients(absl::Span<const GradientBatch> batches,
-                                      const PushId& id) override;
-  absl::Status Flush() override;
-  absl::StatusOr<CheckpointInfo> Checkpoint(absl::string_view checkpoint_id,
-                                            uint64_t global_step) override;
-  absl::StatusOr<CheckpointInfo> Restore(
-      absl::string_view checkpoint_id) override;
-  std::vector<std::string> ListCheckpoints() override {
-    return files_.ListCheckpoints();
-  }
-  Durability durability() const override { return options_.durability; }
-  const ChangeLog& change_log() const override { return change_log_; }
-  absl::StatusOr<ValueSnapshot> SnapshotValues(
-      absl::Span<const std::string> tables) override;
-
- private:
-  absl::Status OpenDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  void CloseDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  using TableMap =
-      absl::flat_hash_map<std::string, std::unique_ptr<EmbeddingTable>>;
-  absl::Status LoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  absl::StatusOr<uint64_t> LoadRowsLocked(TableMap& tables)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  // UNAVAILABLE while the database is closed (after a failed restore).
-  absl::Status CheckOpenLocked() ABSL_SHARED_LOCKS_REQUIRED(commit_mu_) {
-    if (db_ != nullptr) return absl::OkStatus();
-    return absl::UnavailableError(
-        "the store is closed: it could not be reopened after a restore");
-  }
-  // Writes the rows updated since the last flush (kPeriodic).
-  absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  absl::Status CollectDirtyLocked(rocksdb::WriteBatch& write)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  absl::Status WriteLocked(rocksdb::WriteBatch& batch, bool sync)
-      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
-  uint64_t TotalRows();
-  void FlushLoop();
-
-  EmbeddingTable* FindTable(absl::string_view name)
-      ABSL_SHARED_LOCKS_REQUIRED(tables_mu_) {
-    auto it = tables_.find(name);
-    return it == tables_.end() ? nullptr : it->second.get();
-  }
-
-  const EmbeddingStoreOptions options_;
-  RocksDbFiles files_;
-
-  // Pushes in kSync/kGroup mode hold it exclusively so that rows reach the
-  // log in the order they were updated; in kPeriodic mode they hold it shared
-  // and the flush holds it exclusively, to write a consistent cut. Checkpoint
-  // and Restore hold it exclusively. Lock order: commit_mu_, tables_mu_,
-  // stripe locks.
-  // Serializes flushes, so that their writes reach RocksDB in cut order.
-  // Taken before commit_mu_.
-  absl::Mutex flush_mu_ ABSL_ACQUIRED_BEFORE(commit_mu_);
-  absl::Mutex commit_mu_;
-  std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(commit_mu_);
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_
-      ABSL_GUARDED_BY(commit_mu_);
-
-  absl::Mutex tables_mu_;
-  TableMap tables_ ABSL_GUARDED_BY(tables_mu_);
-  TableId next_table_id_ ABSL_GUARDED_BY(tables_mu_) = 1;
-
-  PushDeduplicator deduplicator_;
-  ChangeLog change_log_;
-  absl::Notification stop_flusher_;
-  std::thread flusher_;
-};
+}  // namespace
 
 absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
   rocksdb::Options db_options;
@@ -499,173 +372,7 @@ absl::Status RocksDbEmbeddingStore::WriteLocked(rocksdb::WriteBatch& batch,
   return absl::OkStatus();
 }
 
-absl::Status RocksDbEmbeddingStore::Flush() {
-  absl::MutexLock flush_lock(&flush_mu_);
-  rocksdb::WriteBatch write;
-  {
-    // The cut is taken with pushes excluded, so that no push is half in it;
-    // the write itself happens after pushes resume.
-    absl::MutexLock lock(&commit_mu_);
-    STRATA_RETURN_IF_ERROR(CollectDirtyLocked(write));
-  }
-  if (write.Count() == 0) return absl::OkStatus();
-  absl::ReaderMutexLock lock(&commit_mu_);
-  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
-  return WriteLocked(write, /*sync=*/true);
-}
-
-absl::Status RocksDbEmbeddingStore::FlushLocked() {
-  rocksdb::WriteBatch write;
-  STRATA_RETURN_IF_ERROR(CollectDirtyLocked(write));
-  if (write.Count() == 0) return absl::OkStatus();
-  return WriteLocked(write, /*sync=*/true);
-}
-
-absl::Status RocksDbEmbeddingStore::CollectDirtyLocked(
-    rocksdb::WriteBatch& write) {
-  if (!db_ || options_.durability != Durability::kPeriodic) {
-    return absl::OkStatus();
-  }
-  absl::ReaderMutexLock lock(&tables_mu_);
-  for (auto& [name, table] : tables_) {
-    const TableId id = table->id();
-    const uint32_t dim = table->dim(), state_dim = table->state_dim();
-    table->TakeDirtyRows(
-        [&](FeatureId key, const float* value, const float* state) {
-          const std::string row_key = RowKey(id, key);
-          write.Put(handles_[1], row_key, FloatSlice(value, dim));
-          if (state_dim > 0) {
-            write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
-          }
-        });
-  }
-  for (const auto& [client, window] : deduplicator_.TakeChangedWindows()) {
-    write.Put(handles_[0], absl::StrCat(kClientPrefix, client), window);
-  }
-  return absl::OkStatus();
-}
-
-void RocksDbEmbeddingStore::FlushLoop() {
-  while (
-      !stop_flusher_.WaitForNotificationWithTimeout(options_.flush_interval)) {
-    absl::Status s = Flush();
-    if (!s.ok()) STRATA_LOG(ERROR, "store") << "periodic flush failed: " << s;
-  }
-}
-
-uint64_t RocksDbEmbeddingStore::TotalRows() {
-  absl::ReaderMutexLock lock(&tables_mu_);
-  uint64_t rows = 0;
-  for (const auto& [name, table] : tables_) rows += table->num_rows();
-  return rows;
-}
-
-absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Checkpoint(
-    absl::string_view checkpoint_id, uint64_t global_step) {
-  STRATA_RETURN_IF_ERROR(RocksDbFiles::ValidateCheckpointId(checkpoint_id));
-  absl::MutexLock flush_lock(&flush_mu_);
-  absl::MutexLock lock(&commit_mu_);
-  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
-  if (files_.CheckpointExists(checkpoint_id)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("checkpoint '", checkpoint_id, "' already exists"));
-  }
-  STRATA_RETURN_IF_ERROR(FlushLocked());
-  const std::string staging = files_.CheckpointStagingDir(checkpoint_id);
-  STRATA_RETURN_IF_ERROR(options_.file_system->DeleteRecursively(staging));
-  rocksdb::Checkpoint* raw = nullptr;
-  rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
-  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
-  if (s.ok()) {
-    // A log size of 0 flushes the memtables, so the checkpoint holds no WAL.
-    s = checkpoint->CreateCheckpoint(staging, /*log_size_for_flush=*/0);
-  }
-  if (!s.ok()) {
-    return absl::InternalError(
-        absl::StrCat("checkpoint failed: ", s.ToString()));
-  }
-  CheckpointInfo info{std::string(checkpoint_id), global_step, TotalRows()};
-  STRATA_RETURN_IF_ERROR(files_.PublishCheckpoint(staging, info));
-  STRATA_LOG(INFO, "store") << "checkpoint '" << checkpoint_id << "' at step "
-                            << global_step << ", " << info.num_rows << " rows";
-  return info;
-}
-
-absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
-    absl::string_view checkpoint_id) {
-  STRATA_RETURN_IF_ERROR(RocksDbFiles::ValidateCheckpointId(checkpoint_id));
-  absl::MutexLock flush_lock(&flush_mu_);
-  absl::MutexLock lock(&commit_mu_);
-  STRATA_ASSIGN_OR_RETURN(CheckpointInfo info,
-                          files_.ReadCheckpointInfo(checkpoint_id));
-  STRATA_RETURN_IF_ERROR(FlushLocked());
-  CloseDbLocked();
-  STRATA_RETURN_IF_ERROR(files_.SwapInCheckpoint(checkpoint_id));
-  absl::Status opened = OpenDbLocked();
-  if (!opened.ok()) {
-    // The checkpoint does not open: put the previous database back.
-    CloseDbLocked();
-    absl::Status rolled_back = files_.RollBackSwap();
-    absl::Status reopened = rolled_back.ok() ? OpenDbLocked() : rolled_back;
-    STRATA_LOG(ERROR, "store")
-        << "restore of checkpoint '" << checkpoint_id << "' failed (" << opened
-        << "); previous state " << (reopened.ok() ? "kept" : "lost: ")
-        << (reopened.ok() ? "" : reopened.ToString());
-    return absl::Status(
-        opened.code(),
-        absl::StrCat("restore of checkpoint '", checkpoint_id,
-                     "' failed, previous state kept: ", opened.message()));
-  }
-  // The rows changed wholesale: followers must start over from a snapshot.
-  change_log_.StartNewIncarnation();
-  STRATA_RETURN_IF_ERROR(files_.FinishSwap());
-  info.num_rows = TotalRows();
-  STRATA_LOG(INFO, "store")
-      << "restored checkpoint '" << checkpoint_id << "' of step "
-      << info.global_step << ", " << info.num_rows << " rows";
-  return info;
-}
-
-absl::StatusOr<ValueSnapshot> RocksDbEmbeddingStore::SnapshotValues(
-    absl::Span<const std::string> names) {
-  // Exclusive: no push is between applying its rows and logging them.
-  absl::MutexLock commit_lock(&commit_mu_);
-  absl::ReaderMutexLock lock(&tables_mu_);
-  std::vector<EmbeddingTable*> chosen;
-  if (names.empty()) {
-    for (auto& [name, table] : tables_) chosen.push_back(table.get());
-  } else {
-    for (const std::string& name : names) {
-      EmbeddingTable* table = FindTable(name);
-      if (table == nullptr) {
-        return absl::NotFoundError(absl::StrCat("unknown table '", name, "'"));
-      }
-      chosen.push_back(table);
-    }
-  }
-  ValueSnapshot snapshot;
-  snapshot.incarnation = change_log_.incarnation();
-  snapshot.sequence = change_log_.latest_sequence();
-  for (EmbeddingTable* table : chosen) {
-    snapshot.tables.push_back(table->config());
-    const uint32_t dim = table->dim();
-    table->ForEachRow([&](FeatureId key, const float* value, const float*) {
-      if (snapshot.chunks.empty() ||
-          snapshot.chunks.back().table != table->config().name ||
-          snapshot.chunks.back().keys.size() >= kSnapshotChunkRows) {
-        snapshot.chunks.emplace_back();
-        snapshot.chunks.back().table = table->config().name;
-        snapshot.chunks.back().dim = dim;
-      }
-      ChangedRows& chunk = snapshot.chunks.back();
-      chunk.keys.push_back(key);
-      chunk.values.insert(chunk.values.end(), value, value + dim);
-    });
-  }
-  return snapshot;
-}
-
-}  // namespace
+}  // namespace embedding_internal
 
 absl::string_view DurabilityName(Durability durability) {
   switch (durability) {
@@ -697,7 +404,8 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Open(
       options.flush_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("flush_interval must be positive");
   }
-  auto store = std::make_unique<RocksDbEmbeddingStore>(options);
+  auto store =
+      std::make_unique<embedding_internal::RocksDbEmbeddingStore>(options);
   STRATA_RETURN_IF_ERROR(store->Init());
   return store;
 }

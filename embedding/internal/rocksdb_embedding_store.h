@@ -1,0 +1,147 @@
+#ifndef STRATA_EMBEDDING_INTERNAL_ROCKSDB_EMBEDDING_STORE_H_
+#define STRATA_EMBEDDING_INTERNAL_ROCKSDB_EMBEDDING_STORE_H_
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+#include "embedding/change_log.h"
+#include "embedding/embedding_store.h"
+#include "embedding/embedding_table.h"
+#include "embedding/internal/push_deduplicator.h"
+#include "embedding/internal/rocksdb_files.h"
+#include "rocksdb/db.h"
+#include "rocksdb/write_batch.h"
+
+namespace strata {
+namespace embedding_internal {
+
+// Key prefix of the push-deduplication windows in the "default" family.
+inline constexpr char kClientPrefix[] = "client/";
+
+inline rocksdb::Slice FloatSlice(const float* data, size_t count) {
+  return rocksdb::Slice(reinterpret_cast<const char*>(data),
+                        count * sizeof(float));
+}
+
+// EmbeddingStore on RocksDB: rows in memory (EmbeddingTable), made durable
+// in three column families: "default" (tables, push windows), "values" and
+// "optimizer" (embedding/storage_format.h). The data path is in
+// rocksdb_embedding_store.cc; flushes, checkpoints, restore and snapshots in
+// rocksdb_embedding_store_durability.cc. Thread-safe.
+class RocksDbEmbeddingStore final : public EmbeddingStore {
+ public:
+  explicit RocksDbEmbeddingStore(const EmbeddingStoreOptions& options)
+      : options_(options),
+        files_(options.data_dir, options.file_system),
+        change_log_(options.change_log_bytes, options.clock) {}
+
+  ~RocksDbEmbeddingStore() override {
+    if (flusher_.joinable()) {
+      stop_flusher_.Notify();
+      flusher_.join();
+    }
+    absl::Status flushed = Flush();
+    if (!flushed.ok()) {
+      STRATA_LOG(ERROR, "store") << "final flush failed: " << flushed;
+    }
+    absl::MutexLock lock(&commit_mu_);
+    CloseDbLocked();
+  }
+
+  absl::Status Init() {
+    absl::MutexLock lock(&commit_mu_);
+    STRATA_RETURN_IF_ERROR(files_.Prepare());
+    STRATA_RETURN_IF_ERROR(OpenDbLocked());
+    if (options_.durability == Durability::kPeriodic) {
+      flusher_ = std::thread([this] { FlushLoop(); });
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<bool> CreateTable(const EmbeddingTableConfig& config) override;
+  std::vector<TableStats> ListTables() override;
+  absl::StatusOr<EmbeddingTableConfig> GetTableConfig(
+      absl::string_view table) override;
+  absl::Status Lookup(absl::string_view table, absl::Span<const FeatureId> keys,
+                      absl::Span<float> out) override;
+  absl::StatusOr<bool> ApplyGradients(absl::Span<const GradientBatch> batches,
+                                      const PushId& id) override;
+  absl::Status Flush() override;
+  absl::StatusOr<CheckpointInfo> Checkpoint(absl::string_view checkpoint_id,
+                                            uint64_t global_step) override;
+  absl::StatusOr<CheckpointInfo> Restore(
+      absl::string_view checkpoint_id) override;
+  std::vector<std::string> ListCheckpoints() override {
+    return files_.ListCheckpoints();
+  }
+  Durability durability() const override { return options_.durability; }
+  const ChangeLog& change_log() const override { return change_log_; }
+  absl::StatusOr<ValueSnapshot> SnapshotValues(
+      absl::Span<const std::string> tables) override;
+
+ private:
+  absl::Status OpenDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  void CloseDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  using TableMap =
+      absl::flat_hash_map<std::string, std::unique_ptr<EmbeddingTable>>;
+  absl::Status LoadLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::StatusOr<uint64_t> LoadRowsLocked(TableMap& tables)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // UNAVAILABLE while the database is closed (after a failed restore).
+  absl::Status CheckOpenLocked() ABSL_SHARED_LOCKS_REQUIRED(commit_mu_) {
+    if (db_ != nullptr) return absl::OkStatus();
+    return absl::UnavailableError(
+        "the store is closed: it could not be reopened after a restore");
+  }
+  // Writes the rows updated since the last flush (kPeriodic).
+  absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status CollectDirtyLocked(rocksdb::WriteBatch& write)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status WriteLocked(rocksdb::WriteBatch& batch, bool sync)
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
+  uint64_t TotalRows();
+  void FlushLoop();
+
+  EmbeddingTable* FindTable(absl::string_view name)
+      ABSL_SHARED_LOCKS_REQUIRED(tables_mu_) {
+    auto it = tables_.find(name);
+    return it == tables_.end() ? nullptr : it->second.get();
+  }
+
+  const EmbeddingStoreOptions options_;
+  RocksDbFiles files_;
+
+  // Pushes in kSync/kGroup mode hold it exclusively so that rows reach the
+  // log in the order they were updated; in kPeriodic mode they hold it shared
+  // and the flush holds it exclusively, to write a consistent cut. Checkpoint
+  // and Restore hold it exclusively. Lock order: commit_mu_, tables_mu_,
+  // stripe locks.
+  // Serializes flushes, so that their writes reach RocksDB in cut order.
+  // Taken before commit_mu_.
+  absl::Mutex flush_mu_ ABSL_ACQUIRED_BEFORE(commit_mu_);
+  absl::Mutex commit_mu_;
+  std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(commit_mu_);
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_
+      ABSL_GUARDED_BY(commit_mu_);
+
+  absl::Mutex tables_mu_;
+  TableMap tables_ ABSL_GUARDED_BY(tables_mu_);
+  TableId next_table_id_ ABSL_GUARDED_BY(tables_mu_) = 1;
+
+  PushDeduplicator deduplicator_;
+  ChangeLog change_log_;
+  absl::Notification stop_flusher_;
+  std::thread flusher_;
+};
+
+}  // namespace embedding_internal
+}  // namespace strata
+
+#endif  // STRATA_EMBEDDING_INTERNAL_ROCKSDB_EMBEDDING_STORE_H_

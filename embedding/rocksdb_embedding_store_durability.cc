@@ -1,0 +1,181 @@
+// EmbeddingStore on RocksDB, what makes it durable and portable: periodic
+// flushes, checkpoints, restore and value snapshots for the change stream.
+// See embedding/internal/rocksdb_embedding_store.h.
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "embedding/internal/rocksdb_embedding_store.h"
+#include "embedding/storage_format.h"
+#include "rocksdb/utilities/checkpoint.h"
+
+namespace strata {
+namespace embedding_internal {
+
+absl::Status RocksDbEmbeddingStore::Flush() {
+  absl::MutexLock flush_lock(&flush_mu_);
+  rocksdb::WriteBatch write;
+  {
+    // The cut is taken with pushes excluded, so that no push is half in it;
+    // the write itself happens after pushes resume.
+    absl::MutexLock lock(&commit_mu_);
+    STRATA_RETURN_IF_ERROR(CollectDirtyLocked(write));
+  }
+  if (write.Count() == 0) return absl::OkStatus();
+  absl::ReaderMutexLock lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  return WriteLocked(write, /*sync=*/true);
+}
+
+absl::Status RocksDbEmbeddingStore::FlushLocked() {
+  rocksdb::WriteBatch write;
+  STRATA_RETURN_IF_ERROR(CollectDirtyLocked(write));
+  if (write.Count() == 0) return absl::OkStatus();
+  return WriteLocked(write, /*sync=*/true);
+}
+
+absl::Status RocksDbEmbeddingStore::CollectDirtyLocked(
+    rocksdb::WriteBatch& write) {
+  if (!db_ || options_.durability != Durability::kPeriodic) {
+    return absl::OkStatus();
+  }
+  absl::ReaderMutexLock lock(&tables_mu_);
+  for (auto& [name, table] : tables_) {
+    const TableId id = table->id();
+    const uint32_t dim = table->dim(), state_dim = table->state_dim();
+    table->TakeDirtyRows(
+        [&](FeatureId key, const float* value, const float* state) {
+          const std::string row_key = RowKey(id, key);
+          write.Put(handles_[1], row_key, FloatSlice(value, dim));
+          if (state_dim > 0) {
+            write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
+          }
+        });
+  }
+  for (const auto& [client, window] : deduplicator_.TakeChangedWindows()) {
+    write.Put(handles_[0], absl::StrCat(kClientPrefix, client), window);
+  }
+  return absl::OkStatus();
+}
+
+void RocksDbEmbeddingStore::FlushLoop() {
+  while (
+      !stop_flusher_.WaitForNotificationWithTimeout(options_.flush_interval)) {
+    absl::Status s = Flush();
+    if (!s.ok()) STRATA_LOG(ERROR, "store") << "periodic flush failed: " << s;
+  }
+}
+
+uint64_t RocksDbEmbeddingStore::TotalRows() {
+  absl::ReaderMutexLock lock(&tables_mu_);
+  uint64_t rows = 0;
+  for (const auto& [name, table] : tables_) rows += table->num_rows();
+  return rows;
+}
+
+absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Checkpoint(
+    absl::string_view checkpoint_id, uint64_t global_step) {
+  STRATA_RETURN_IF_ERROR(RocksDbFiles::ValidateCheckpointId(checkpoint_id));
+  absl::MutexLock flush_lock(&flush_mu_);
+  absl::MutexLock lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  if (files_.CheckpointExists(checkpoint_id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("checkpoint '", checkpoint_id, "' already exists"));
+  }
+  STRATA_RETURN_IF_ERROR(FlushLocked());
+  const std::string staging = files_.CheckpointStagingDir(checkpoint_id);
+  STRATA_RETURN_IF_ERROR(options_.file_system->DeleteRecursively(staging));
+  rocksdb::Checkpoint* raw = nullptr;
+  rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
+  std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
+  if (s.ok()) {
+    // A log size of 0 flushes the memtables, so the checkpoint holds no WAL.
+    s = checkpoint->CreateCheckpoint(staging, /*log_size_for_flush=*/0);
+  }
+  if (!s.ok()) {
+    return absl::InternalError(
+        absl::StrCat("checkpoint failed: ", s.ToString()));
+  }
+  CheckpointInfo info{std::string(checkpoint_id), global_step, TotalRows()};
+  STRATA_RETURN_IF_ERROR(files_.PublishCheckpoint(staging, info));
+  STRATA_LOG(INFO, "store") << "checkpoint '" << checkpoint_id << "' at step "
+                            << global_step << ", " << info.num_rows << " rows";
+  return info;
+}
+
+absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
+    absl::string_view checkpoint_id) {
+  STRATA_RETURN_IF_ERROR(RocksDbFiles::ValidateCheckpointId(checkpoint_id));
+  absl::MutexLock flush_lock(&flush_mu_);
+  absl::MutexLock lock(&commit_mu_);
+  STRATA_ASSIGN_OR_RETURN(CheckpointInfo info,
+                          files_.ReadCheckpointInfo(checkpoint_id));
+  STRATA_RETURN_IF_ERROR(FlushLocked());
+  CloseDbLocked();
+  STRATA_RETURN_IF_ERROR(files_.SwapInCheckpoint(checkpoint_id));
+  absl::Status opened = OpenDbLocked();
+  if (!opened.ok()) {
+    // The checkpoint does not open: put the previous database back.
+    CloseDbLocked();
+    absl::Status rolled_back = files_.RollBackSwap();
+    absl::Status reopened = rolled_back.ok() ? OpenDbLocked() : rolled_back;
+    STRATA_LOG(ERROR, "store")
+        << "restore of checkpoint '" << checkpoint_id << "' failed (" << opened
+        << "); previous state " << (reopened.ok() ? "kept" : "lost: ")
+        << (reopened.ok() ? "" : reopened.ToString());
+    return absl::Status(
+        opened.code(),
+        absl::StrCat("restore of checkpoint '", checkpoint_id,
+                     "' failed, previous state kept: ", opened.message()));
+  }
+  // The rows changed wholesale: followers must start over from a snapshot.
+  change_log_.StartNewIncarnation();
+  STRATA_RETURN_IF_ERROR(files_.FinishSwap());
+  info.num_rows = TotalRows();
+  STRATA_LOG(INFO, "store")
+      << "restored checkpoint '" << checkpoint_id << "' of step "
+      << info.global_step << ", " << info.num_rows << " rows";
+  return info;
+}
+
+absl::StatusOr<ValueSnapshot> RocksDbEmbeddingStore::SnapshotValues(
+    absl::Span<const std::string> names) {
+  // Exclusive: no push is between applying its rows and logging them.
+  absl::MutexLock commit_lock(&commit_mu_);
+  absl::ReaderMutexLock lock(&tables_mu_);
+  std::vector<EmbeddingTable*> chosen;
+  if (names.empty()) {
+    for (auto& [name, table] : tables_) chosen.push_back(table.get());
+  } else {
+    for (const std::string& name : names) {
+      EmbeddingTable* table = FindTable(name);
+      if (table == nullptr) {
+        return absl::NotFoundError(absl::StrCat("unknown table '", name, "'"));
+      }
+      chosen.push_back(table);
+    }
+  }
+  ValueSnapshot snapshot;
+  snapshot.incarnation = change_log_.incarnation();
+  snapshot.sequence = change_log_.latest_sequence();
+  for (EmbeddingTable* table : chosen) {
+    snapshot.tables.push_back(table->config());
+    const uint32_t dim = table->dim();
+    table->ForEachRow([&](FeatureId key, const float* value, const float*) {
+      if (snapshot.chunks.empty() ||
+          snapshot.chunks.back().table != table->config().name ||
+          snapshot.chunks.back().keys.size() >= kSnapshotChunkRows) {
+        snapshot.chunks.emplace_back();
+        snapshot.chunks.back().table = table->config().name;
+        snapshot.chunks.back().dim = dim;
+      }
+      ChangedRows& chunk = snapshot.chunks.back();
+      chunk.keys.push_back(key);
+      chunk.values.insert(chunk.values.end(), value, value + dim);
+    });
+  }
+  return snapshot;
+}
+
+}  // namespace embedding_internal
+}  // namespace strata
