@@ -1,0 +1,157 @@
+#include "worker/data/criteo_format.h"
+
+#include <cmath>
+#include <cstdint>
+
+#include "absl/strings/str_cat.h"
+#include "common/hash.h"
+
+namespace strata {
+namespace {
+
+// Keys mix (field + 1) << 33 | value: values use 32 bits and 2^32 marks the
+// missing value, so no two (field, value) pairs share an input, and Mix64 is a
+// bijection, so none share a key.
+constexpr uint64_t kMissingValue = uint64_t{1} << 32;
+constexpr uint64_t kKeySalt = 0x43524954454F4B59ull;  // "CRITEOKY"
+
+uint64_t KeyOf(int field, uint64_t value) {
+  return Mix64(((static_cast<uint64_t>(field) + 1) << 33 | value) ^ kKeySalt);
+}
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// Shows a field's text in an error message, shortened if long.
+std::string Quote(absl::string_view text) {
+  if (text.size() > 40) return absl::StrCat("'", text.substr(0, 40), "...'");
+  return absl::StrCat("'", text, "'");
+}
+
+absl::Status Malformed(CriteoLineError kind, CriteoLineError* error,
+                       const std::string& message) {
+  if (error != nullptr) *error = kind;
+  return absl::InvalidArgumentError(message);
+}
+
+}  // namespace
+
+const char* CriteoLineErrorName(CriteoLineError error) {
+  switch (error) {
+    case CriteoLineError::kNone:
+      return "none";
+    case CriteoLineError::kBadLabel:
+      return "bad_label";
+    case CriteoLineError::kBadInteger:
+      return "bad_integer";
+    case CriteoLineError::kBadCategorical:
+      return "bad_categorical";
+    case CriteoLineError::kTooManyFields:
+      return "too_many_fields";
+  }
+  return "unknown";
+}
+
+uint64_t CriteoFeatureKey(int field, uint32_t value) {
+  return KeyOf(field, value);
+}
+
+uint64_t CriteoMissingKey(int field) { return KeyOf(field, kMissingValue); }
+
+float CriteoDenseTransform(int64_t x) {
+  return static_cast<float>(std::log1p(static_cast<double>(x > 0 ? x : 0)));
+}
+
+bool ParseCriteoInteger(absl::string_view text, int64_t* value) {
+  bool negative = false;
+  if (!text.empty() && text[0] == '-') {
+    negative = true;
+    text.remove_prefix(1);
+  }
+  // 18 digits always fit in an int64_t.
+  if (text.empty() || text.size() > 18) return false;
+  int64_t result = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return false;
+    result = result * 10 + (c - '0');
+  }
+  *value = negative ? -result : result;
+  return true;
+}
+
+bool ParseCriteoHex(absl::string_view text, uint32_t* value) {
+  if (text.size() != 8) return false;
+  uint32_t result = 0;
+  for (char c : text) {
+    const int digit = HexDigit(c);
+    if (digit < 0) return false;
+    result = result << 4 | static_cast<uint32_t>(digit);
+  }
+  *value = result;
+  return true;
+}
+
+absl::Status ParseCriteoLine(absl::string_view line, CriteoExample* example,
+                             CriteoLineError* error) {
+  if (error != nullptr) *error = CriteoLineError::kNone;
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  int field = 0;
+  size_t start = 0;
+  // One pass over the fields; positions past the last field stay empty.
+  while (true) {
+    const size_t tab = line.find('\t', start);
+    const absl::string_view text = line.substr(
+        start,
+        tab == absl::string_view::npos ? absl::string_view::npos : tab - start);
+    if (field >= kCriteoNumFields) {
+      return Malformed(CriteoLineError::kTooManyFields, error,
+                       absl::StrCat("more than ", kCriteoNumFields, " fields"));
+    }
+    if (field == 0) {
+      if (text != "0" && text != "1") {
+        return Malformed(CriteoLineError::kBadLabel, error,
+                         absl::StrCat("label ", Quote(text), " is not 0 or 1"));
+      }
+      example->label = text[0] == '1' ? 1.0f : 0.0f;
+    } else if (field <= kCriteoNumDense) {
+      int64_t value = 0;
+      if (!text.empty() && !ParseCriteoInteger(text, &value)) {
+        return Malformed(
+            CriteoLineError::kBadInteger, error,
+            absl::StrCat("I", field, " ", Quote(text), " is not an integer"));
+      }
+      example->dense[field - 1] = CriteoDenseTransform(value);
+    } else {
+      const int c = field - 1 - kCriteoNumDense;
+      uint32_t value = 0;
+      if (text.empty()) {
+        example->keys[c] = CriteoMissingKey(c);
+      } else if (ParseCriteoHex(text, &value)) {
+        example->keys[c] = CriteoFeatureKey(c, value);
+      } else {
+        return Malformed(
+            CriteoLineError::kBadCategorical, error,
+            absl::StrCat("C", c + 1, " ", Quote(text), " is not 8 hex digits"));
+      }
+    }
+    ++field;
+    if (tab == absl::string_view::npos) break;
+    start = tab + 1;
+  }
+  // Missing trailing fields read as empty.
+  for (; field < kCriteoNumFields; ++field) {
+    if (field <= kCriteoNumDense) {
+      example->dense[field - 1] = 0.0f;
+    } else {
+      const int c = field - 1 - kCriteoNumDense;
+      example->keys[c] = CriteoMissingKey(c);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace strata

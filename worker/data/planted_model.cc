@@ -1,0 +1,269 @@
+#include "worker/data/planted_model.h"
+
+#include <cmath>
+#include <cstdint>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/hash.h"
+#include "common/status_macros.h"
+
+namespace strata {
+namespace {
+
+// Scales of the planted terms, chosen so that the logit's spread gives a
+// planted AUC near 0.8 (like models on the real Criteo data) with each kind
+// of term contributing.
+constexpr double kDenseWeightScale = 0.15;
+constexpr double kScalarScale = 0.25;
+constexpr double kEmbeddingScale = 0.16;
+constexpr double kSqrt3 = 1.7320508075688772;
+
+constexpr int kPilotRows = 20000;
+constexpr uint64_t kPilotStream = 2;
+
+// A keyed bijection on 32 bits: xor-shifts by 16 undo themselves and odd
+// multipliers have inverses mod 2^32.
+constexpr uint32_t kMul1 = 0x7FEB352Du;
+constexpr uint32_t kMul2 = 0x846CA68Bu;
+
+constexpr uint32_t InverseMod32(uint32_t a) {
+  uint32_t x = a;  // correct to 3 bits for odd a; each step doubles that
+  for (int i = 0; i < 5; ++i) x *= 2u - a * x;
+  return x;
+}
+
+uint32_t Mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= kMul1;
+  x ^= x >> 16;
+  x *= kMul2;
+  return x ^ (x >> 16);
+}
+
+uint32_t Unmix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= InverseMod32(kMul2);
+  x ^= x >> 16;
+  x *= InverseMod32(kMul1);
+  return x ^ (x >> 16);
+}
+
+// Uniform in [-sqrt(3), sqrt(3)): mean 0, variance 1.
+double UnitVarianceUniform(uint64_t bits) {
+  return (2 * SplitMix64Rng::ToUnit(bits) - 1) * kSqrt3;
+}
+
+}  // namespace
+
+std::vector<int64_t> DefaultVocabSizes() {
+  std::vector<int64_t> sizes;
+  for (int f = 0; f < kCriteoNumCategorical; ++f) {
+    const double t = static_cast<double>(f) / (kCriteoNumCategorical - 1);
+    sizes.push_back(std::llround(10.0 * std::pow(200000.0, t)));
+  }
+  return sizes;
+}
+
+absl::Status PlantedModel::ValidateOptions(const PlantedModelOptions& options) {
+  const size_t num_sizes = options.vocab_sizes.size();
+  if (num_sizes != 0 && num_sizes != kCriteoNumCategorical) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "need ", kCriteoNumCategorical, " vocabulary sizes, got ", num_sizes));
+  }
+  for (size_t f = 0; f < num_sizes; ++f) {
+    const int64_t v = options.vocab_sizes[f];
+    if (v < 1 || v > int64_t{0xFFFFFFFF}) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "vocabulary size ", v, " of C", f + 1, " is outside 1..4294967295"));
+    }
+  }
+  if (!(options.zipf_s > 1.0 && options.zipf_s <= 3.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("zipf_s ", options.zipf_s, " is outside (1, 3]"));
+  }
+  if (!(options.target_ctr >= 0.001 && options.target_ctr <= 0.999)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "target ctr ", options.target_ctr, " is outside [0.001, 0.999]"));
+  }
+  if (!(options.tail_rank > 0)) {
+    return absl::InvalidArgumentError("tail_rank must be positive");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlantedModel> PlantedModel::Create(PlantedModelOptions options) {
+  STRATA_RETURN_IF_ERROR(ValidateOptions(options));
+  if (options.vocab_sizes.empty()) options.vocab_sizes = DefaultVocabSizes();
+  PlantedModel model(std::move(options));
+  model.CalibrateBias();
+  return model;
+}
+
+PlantedModel::PlantedModel(PlantedModelOptions options)
+    : options_(std::move(options)),
+      seed_mix_(Mix64(options_.seed ^ 0x504C414E544544ull)) {  // "PLANTED"
+  for (int f = 0; f < kCriteoNumCategorical; ++f) {
+    zipf_.emplace_back(static_cast<uint64_t>(options_.vocab_sizes[f]),
+                       options_.zipf_s);
+    SplitMix64Rng rng(Mix64(seed_mix_ ^ (0x100 + f)));
+    hex_key_[f] = static_cast<uint32_t>(rng.Next());
+    // Like the real data, some fields are often empty and most never are.
+    const double u = rng.Uniform();
+    missing_rate_[f] = f % 4 == 3 ? 0.05 + 0.35 * u : 0.0;
+  }
+  for (int i = 0; i < kCriteoNumDense; ++i) {
+    SplitMix64Rng rng(Mix64(seed_mix_ ^ (0x200 + i)));
+    dense_weight_[i] = kDenseWeightScale * (2 * rng.Uniform() - 1);
+    const double u = rng.Uniform();
+    empty_rate_[i] = i % 3 == 0 ? 0.0 : 0.02 + 0.43 * u;
+    negative_rate_[i] = i == 1 ? 0.08 : 0.0;  // like I2 of the real data
+    log_mean_[i] = 0.5 + 3.0 * rng.Uniform();
+    log_stddev_[i] = 0.5 + 1.5 * rng.Uniform();
+  }
+}
+
+void PlantedModel::SampleRow(uint64_t stream, int64_t row,
+                             SyntheticRow* out) const {
+  SplitMix64Rng rng(
+      Mix64(Mix64(seed_mix_ ^ stream) + static_cast<uint64_t>(row)));
+  for (int i = 0; i < kCriteoNumDense; ++i) {
+    out->int_present[i] = rng.Uniform() >= empty_rate_[i];
+    out->ints[i] = 0;
+    if (!out->int_present[i]) continue;
+    if (negative_rate_[i] > 0 && rng.Uniform() < negative_rate_[i]) {
+      out->ints[i] = -1 - static_cast<int64_t>(rng.Next() % 3);
+    } else {
+      const double x = std::exp(log_mean_[i] + log_stddev_[i] * rng.Normal());
+      out->ints[i] = static_cast<int64_t>(std::fmin(std::floor(x), 1e9));
+    }
+  }
+  for (int f = 0; f < kCriteoNumCategorical; ++f) {
+    if (missing_rate_[f] > 0 && rng.Uniform() < missing_rate_[f]) {
+      out->ranks[f] = 0;
+    } else {
+      out->ranks[f] = static_cast<uint32_t>(zipf_[f].Sample(rng));
+    }
+  }
+  out->label_draw = rng.Uniform();
+}
+
+double PlantedModel::Shrink(uint32_t rank) const {
+  if (rank == 0) return 1.0;
+  return options_.tail_rank / (options_.tail_rank + rank);
+}
+
+uint64_t PlantedModel::ParamBase(int field, uint32_t rank) const {
+  // Distinct (field, rank) give distinct inputs, as in CriteoFeatureKey.
+  return Mix64(seed_mix_ ^
+               ((static_cast<uint64_t>(field) + 1) << 33 | uint64_t{rank}));
+}
+
+double PlantedModel::Logit(const SyntheticRow& row) const {
+  double logit = bias_;
+  for (int i = 0; i < kCriteoNumDense; ++i) {
+    if (row.int_present[i]) {
+      logit += dense_weight_[i] * CriteoDenseTransform(row.ints[i]);
+    }
+  }
+  // sum_{f<g} <e_f, e_g> = (|sum_f e_f|^2 - sum_f |e_f|^2) / 2.
+  double sum[kEmbeddingDim] = {};
+  double sum_of_squares = 0;
+  for (int f = 0; f < kCriteoNumCategorical; ++f) {
+    const uint64_t base = ParamBase(f, row.ranks[f]);
+    const double shrink = Shrink(row.ranks[f]);
+    logit += kScalarScale * shrink * UnitVarianceUniform(Mix64(base));
+    for (int d = 0; d < kEmbeddingDim; ++d) {
+      const double e =
+          kEmbeddingScale * shrink * UnitVarianceUniform(Mix64(base + 1 + d));
+      sum[d] += e;
+      sum_of_squares += e * e;
+    }
+  }
+  double norm2 = 0;
+  for (double s : sum) norm2 += s * s;
+  return logit + 0.5 * (norm2 - sum_of_squares);
+}
+
+double PlantedModel::Sigmoid(double logit) {
+  return 1.0 / (1.0 + std::exp(-logit));
+}
+
+uint32_t PlantedModel::HexOf(int field, uint32_t rank) const {
+  return Mix32(rank + hex_key_[field]);
+}
+
+bool PlantedModel::RankOf(int field, uint32_t hex, uint32_t* rank) const {
+  const uint32_t r = Unmix32(hex) - hex_key_[field];
+  if (r < 1 || r > static_cast<uint64_t>(options_.vocab_sizes[field])) {
+    return false;
+  }
+  *rank = r;
+  return true;
+}
+
+// Finds the bias that makes the mean probability of a pilot sample (its own
+// stream, so the choice does not depend on --rows) equal target_ctr.
+void PlantedModel::CalibrateBias() {
+  bias_ = 0;
+  std::vector<double> logits(kPilotRows);
+  SyntheticRow row;
+  for (int r = 0; r < kPilotRows; ++r) {
+    SampleRow(kPilotStream, r, &row);
+    logits[r] = Logit(row);
+  }
+  double lo = -30;
+  double hi = 30;
+  for (int iteration = 0; iteration < 60; ++iteration) {
+    const double mid = 0.5 * (lo + hi);
+    double mean = 0;
+    for (double z : logits) mean += Sigmoid(z + mid);
+    mean /= kPilotRows;
+    (mean < options_.target_ctr ? lo : hi) = mid;
+  }
+  bias_ = 0.5 * (lo + hi);
+}
+
+absl::StatusOr<PlantedModel::LabeledLogit> PlantedModel::LogitOfLine(
+    absl::string_view line) const {
+  SyntheticRow row;
+  LabeledLogit result{0, 0};
+  int field = 0;
+  size_t start = 0;
+  while (true) {
+    const size_t tab = line.find('\t', start);
+    const absl::string_view text =
+        line.substr(start, tab == absl::string_view::npos ? tab : tab - start);
+    bool ok = true;
+    if (field >= kCriteoNumFields) {
+      ok = false;
+    } else if (field == 0) {
+      ok = text == "0" || text == "1";
+      result.label = text == "1" ? 1.0f : 0.0f;
+    } else if (field <= kCriteoNumDense) {
+      row.int_present[field - 1] = !text.empty();
+      ok = text.empty() || ParseCriteoInteger(text, &row.ints[field - 1]);
+    } else {
+      const int f = field - 1 - kCriteoNumDense;
+      uint32_t hex = 0;
+      row.ranks[f] = 0;
+      ok = text.empty() ||
+           (ParseCriteoHex(text, &hex) && RankOf(f, hex, &row.ranks[f]));
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field ", field, " '", text, "' is not one this model writes"));
+    }
+    ++field;
+    if (tab == absl::string_view::npos) break;
+    start = tab + 1;
+  }
+  if (field != kCriteoNumFields) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("line has ", field, " fields, not ", kCriteoNumFields));
+  }
+  result.logit = Logit(row);
+  return result;
+}
+
+}  // namespace strata

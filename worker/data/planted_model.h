@@ -1,0 +1,105 @@
+#ifndef STRATA_WORKER_DATA_PLANTED_MODEL_H_
+#define STRATA_WORKER_DATA_PLANTED_MODEL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "worker/data/criteo_format.h"
+#include "worker/data/random.h"
+
+namespace strata {
+
+// One synthetic example before it is written as text.
+struct SyntheticRow {
+  int64_t ints[kCriteoNumDense] = {};
+  bool int_present[kCriteoNumDense] = {};      // false: written as empty
+  uint32_t ranks[kCriteoNumCategorical] = {};  // 1..vocab; 0: empty (missing)
+  double label_draw = 0;  // uniform in (0, 1): label = draw < probability
+};
+
+struct PlantedModelOptions {
+  uint64_t seed = 1;
+  // Vocabulary size of each of the 26 categorical fields, each in
+  // 1..2^32-1. Default: DefaultVocabSizes().
+  std::vector<int64_t> vocab_sizes;
+  // Exponent of the Zipf distribution of each field's values; > 1.
+  double zipf_s = 1.1;
+  // The bias is calibrated so that the mean click probability is this.
+  double target_ctr = 0.25;
+  // A value of frequency rank r carries its effects scaled by
+  // tail_rank / (tail_rank + r): rare values, which a trained model sees too
+  // seldom to learn, carry little of the signal. > 0.
+  double tail_rank = 1000;
+};
+
+// 26 sizes growing geometrically from 10 to 2,000,000.
+std::vector<int64_t> DefaultVocabSizes();
+
+// The ground truth behind strata-datagen's data. Every parameter is a pure
+// function of (seed, field, value):
+//
+//   logit = bias + sum_i w_i t_i + sum_f a_f(v_f)
+//                + sum_{f<g} <e_f(v_f), e_g(v_g)>
+//
+// t_i = CriteoDenseTransform(I_i) (0 if empty), exactly what CriteoReader
+// gives; a_f(v) a scalar and e_f(v) an 8-dim embedding per value (the empty
+// value has its own), both shrunk for rare values (see tail_rank). This is a
+// DLRM's dot interaction, so a DLRM can learn it. Categorical value of rank r
+// is written as HexOf(field, r), a keyed bijection, so values of a field never
+// collide. Immutable after Create; thread-safe.
+class PlantedModel {
+ public:
+  static constexpr int kEmbeddingDim = 8;
+
+  // INVALID_ARGUMENT naming the first bad option.
+  static absl::Status ValidateOptions(const PlantedModelOptions& options);
+
+  // INVALID_ARGUMENT for bad options. Calibrates the bias on a pilot sample.
+  static absl::StatusOr<PlantedModel> Create(PlantedModelOptions options);
+
+  // Row `row` of stream `stream` (0: training data, 1: holdout); a pure
+  // function of (seed, stream, row), so rows can be made in any order.
+  void SampleRow(uint64_t stream, int64_t row, SyntheticRow* out) const;
+
+  double Logit(const SyntheticRow& row) const;
+  static double Sigmoid(double logit);
+
+  uint32_t HexOf(int field, uint32_t rank) const;
+  // Inverse of HexOf; false if `hex` is no value of the field.
+  bool RankOf(int field, uint32_t hex, uint32_t* rank) const;
+
+  // Recomputes the logit of a line as strata-datagen writes it (40 fields);
+  // for checks. INVALID_ARGUMENT if the line is not one this model wrote.
+  struct LabeledLogit {
+    float label;
+    double logit;
+  };
+  absl::StatusOr<LabeledLogit> LogitOfLine(absl::string_view line) const;
+
+  double bias() const { return bias_; }
+  const PlantedModelOptions& options() const { return options_; }
+
+ private:
+  explicit PlantedModel(PlantedModelOptions options);
+  double Shrink(uint32_t rank) const;
+  uint64_t ParamBase(int field, uint32_t rank) const;
+  void CalibrateBias();
+
+  PlantedModelOptions options_;
+  uint64_t seed_mix_;
+  double bias_ = 0;
+  std::vector<ZipfSampler> zipf_;
+  uint32_t hex_key_[kCriteoNumCategorical];
+  double missing_rate_[kCriteoNumCategorical];
+  double dense_weight_[kCriteoNumDense];
+  double empty_rate_[kCriteoNumDense];
+  double negative_rate_[kCriteoNumDense];
+  double log_mean_[kCriteoNumDense];
+  double log_stddev_[kCriteoNumDense];
+};
+
+}  // namespace strata
+
+#endif  // STRATA_WORKER_DATA_PLANTED_MODEL_H_
