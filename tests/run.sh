@@ -37,6 +37,8 @@ if ((plain)); then
   run_suite "$root/build"
   echo "== Python client tests against a live cluster"
   "$root/python/run_tests.sh" "$root/build"
+  echo "== container and Kubernetes manifest checks"
+  "$root/tests/deploy/run_tests.sh" "$root/build"
 fi
 if [[ "$sanitizers" == *" asan "* ]]; then
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
