@@ -2,7 +2,11 @@
 
 #include <pthread.h>
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/tls.h"
 
 namespace strata {
 
@@ -21,15 +25,45 @@ int WaitForStopSignal(const sigset_t& signals) {
   return signal_number;
 }
 
+absl::StatusOr<DaemonSecurity> LoadDaemonSecurity(
+    const std::string& cert_file, const std::string& key_file,
+    const std::string& client_ca_file, const std::string& token_file) {
+  DaemonSecurity security;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ServerCredentialsFromFiles(cert_file, key_file, client_ca_file);
+  if (!credentials.ok()) return credentials.status();
+  security.credentials = *std::move(credentials);
+  security.tls = !cert_file.empty();
+  if (!token_file.empty()) {
+    absl::StatusOr<std::string> token =
+        ReadTokenFile("--auth_token_file", token_file);
+    if (!token.ok()) return token.status();
+    security.auth_token = *std::move(token);
+  }
+  return security;
+}
+
+void WarnIfUnprotected(const char* component, absl::string_view host,
+                       const DaemonSecurity& security) {
+  if (IsLoopbackHost(host) || security.tls || !security.auth_token.empty()) {
+    return;
+  }
+  STRATA_LOG(WARNING, component)
+      << "listening on non-loopback host " << host
+      << " with no TLS and no auth token: anyone who can reach the port can "
+         "call it (see --tls_cert_file, --auth_token_file)";
+}
+
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& host, int port,
-    const std::vector<grpc::Service*>& services, int* bound_port) {
+    const std::vector<grpc::Service*>& services, int* bound_port,
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
+  if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   const std::string address = absl::StrCat(host, ":", port);
   *bound_port = 0;
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(),
-                           bound_port);
+  builder.AddListeningPort(address, credentials, bound_port);
   // Without this, a second server could bind the same port and share it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(512 << 20);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/grpcpp.h"
 
 namespace strata {
@@ -20,13 +21,36 @@ sigset_t BlockStopSignals();
 // Waits for one of `signals`; returns its number.
 int WaitForStopSignal(const sigset_t& signals);
 
+// The transport security of a daemon's gRPC port, from its flags.
+struct DaemonSecurity {
+  // Insecure unless TLS is configured.
+  std::shared_ptr<grpc::ServerCredentials> credentials;
+  bool tls = false;
+  // The bearer token calls must carry; empty when none is configured.
+  std::string auth_token;
+};
+
+// Reads the --tls_cert_file, --tls_key_file, --tls_client_ca_file and
+// --auth_token_file files (each optional; empty paths are not read). Errors
+// name the flag and the file that could not be read.
+absl::StatusOr<DaemonSecurity> LoadDaemonSecurity(
+    const std::string& cert_file, const std::string& key_file,
+    const std::string& client_ca_file, const std::string& token_file);
+
+// Logs a WARNING when `host` is reachable beyond this machine while the
+// port has neither TLS nor a token.
+void WarnIfUnprotected(const char* component, absl::string_view host,
+                       const DaemonSecurity& security);
+
 // Starts a gRPC server on host:port (port 0 picks a free one) with the
 // standard health service and `services`, refusing to share the port with
 // another process (no SO_REUSEPORT). Stores the bound port in *bound_port.
-// UNAVAILABLE naming the address when it cannot listen.
+// `credentials` null means insecure. UNAVAILABLE naming the address when it
+// cannot listen.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& host, int port,
-    const std::vector<grpc::Service*>& services, int* bound_port);
+    const std::vector<grpc::Service*>& services, int* bound_port,
+    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
 
 }  // namespace strata
 

@@ -49,6 +49,15 @@ ABSL_FLAG(int64_t, change_log_mb, 256,
           "Memory for recent updates kept for the change stream (serving "
           "followers); a follower further behind gets a new snapshot.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain of this server; with --tls_key_file turns on "
+          "TLS on the gRPC port.");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "If set, clients must present a certificate signed by this PEM CA.");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding the bearer token that CreateTable, Push, Checkpoint, "
+          "Restore and Subscribe must carry; empty leaves them open.");
 
 namespace strata {
 namespace {
@@ -95,6 +104,16 @@ int Run() {
     return UsageError("--flush_interval_ms must be >= 1");
   }
 
+  absl::StatusOr<DaemonSecurity> security = LoadDaemonSecurity(
+      absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
+      absl::GetFlag(FLAGS_tls_client_ca_file),
+      absl::GetFlag(FLAGS_auth_token_file));
+  if (!security.ok()) {
+    STRATA_LOG(ERROR, "server") << security.status().message();
+    return kExitRuntimeError;
+  }
+  WarnIfUnprotected("server", absl::GetFlag(FLAGS_host), *security);
+
   // Block the stop signals in every thread; the main thread waits for them.
   const sigset_t stop_signals = BlockStopSignals();
 
@@ -120,11 +139,13 @@ int Run() {
   service_options.num_shards = static_cast<uint32_t>(num_shards);
   service_options.max_keys_per_request =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_keys_per_request));
+  service_options.auth_token = security->auth_token;
   ShardService service(service_options);
 
   int bound_port = 0;
   absl::StatusOr<std::unique_ptr<grpc::Server>> started =
-      StartGrpcServer(absl::GetFlag(FLAGS_host), port, {&service}, &bound_port);
+      StartGrpcServer(absl::GetFlag(FLAGS_host), port, {&service}, &bound_port,
+                      security->credentials);
   if (!started.ok()) {
     STRATA_LOG(ERROR, "server") << started.status().message();
     return kExitRuntimeError;
@@ -181,7 +202,10 @@ int Run() {
       << " data_dir=" << store_options.data_dir
       << " durability=" << DurabilityName(*durability)
       << " metrics_port=" << metrics_port
-      << " max_keys_per_request=" << service_options.max_keys_per_request;
+      << " max_keys_per_request=" << service_options.max_keys_per_request
+      << " tls=" << (security->tls ? "on" : "off") << " client_certs="
+      << (absl::GetFlag(FLAGS_tls_client_ca_file).empty() ? "off" : "on")
+      << " auth=" << (security->auth_token.empty() ? "off" : "on");
 
   const int signal_number = WaitForStopSignal(stop_signals);
   STRATA_LOG(INFO, "server")

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/auth.h"
 #include "common/fp16.h"
 #include "common/grpc_status.h"
 #include "common/hash.h"
@@ -16,14 +17,41 @@
 
 namespace strata {
 
+namespace {
+
+// A stream refused before it started: finishes with `status` at once.
+class RefusedStream final : public grpc::ServerWriteReactor<v1::ChangeBatch> {
+ public:
+  explicit RefusedStream(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
 ShardService::ShardService(const ShardServiceOptions& options)
     : options_(options), start_time_(options.clock->Now()) {}
+
+absl::Status ShardService::Authorize(grpc::CallbackServerContext* context,
+                                     ShardMethod method) const {
+  switch (method) {
+    case ShardMethod::kCreateTable:
+    case ShardMethod::kPush:
+    case ShardMethod::kCheckpoint:
+    case ShardMethod::kRestore:
+    case ShardMethod::kSubscribe:
+      return CheckBearerToken(context->client_metadata(), options_.auth_token,
+                              RequestMetrics::MethodName(method));
+    default:
+      return absl::OkStatus();  // Reads and stats stay open.
+  }
+}
 
 template <typename Body>
 grpc::ServerUnaryReactor* ShardService::Run(
     grpc::CallbackServerContext* context, ShardMethod method, Body body) {
   const absl::Time start = options_.clock->Now();
-  absl::Status status = body();
+  absl::Status status = Authorize(context, method);
+  if (status.ok()) status = body();
   metrics_.Record(method, status.code(), options_.clock->Now() - start);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
@@ -279,9 +307,11 @@ grpc::ServerUnaryReactor* ShardService::Stats(
 }
 
 grpc::ServerWriteReactor<v1::ChangeBatch>* ShardService::Subscribe(
-    grpc::CallbackServerContext*, const v1::SubscribeRequest* request) {
-  metrics_.Record(ShardMethod::kSubscribe, absl::StatusCode::kOk,
+    grpc::CallbackServerContext* context, const v1::SubscribeRequest* request) {
+  const absl::Status authorized = Authorize(context, ShardMethod::kSubscribe);
+  metrics_.Record(ShardMethod::kSubscribe, authorized.code(),
                   absl::ZeroDuration());
+  if (!authorized.ok()) return new RefusedStream(ToGrpcStatus(authorized));
   server_internal::SubscriptionOptions options;
   options.store = options_.store;
   options.shard_index = options_.shard_index;

@@ -2,6 +2,7 @@
 #define STRATA_SERVER_SHARD_SERVICE_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -20,6 +21,10 @@ struct ShardServiceOptions {
   uint32_t num_shards = 1;
   // Keys in one request, over all its batches. Default: 262144.
   uint64_t max_keys_per_request = 262144;
+  // When not empty, CreateTable, Push, Checkpoint, Restore and Subscribe
+  // need "authorization: Bearer <auth_token>" metadata; Pull, ListTables,
+  // Stats and health stay open. Default: empty (no check).
+  std::string auth_token;
   // Default: Clock::Real().
   Clock* clock = Clock::Real();
 };
@@ -79,6 +84,10 @@ class ShardService final
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
                                 ShardMethod method, Body body);
 
+  // OK unless `method` needs the token and the call lacks it (see
+  // ShardServiceOptions::auth_token).
+  absl::Status Authorize(grpc::CallbackServerContext* context,
+                         ShardMethod method) const;
   absl::Status CheckBatchSizes(
       const google::protobuf::RepeatedPtrField<v1::TableBatch>& batches,
       const char* what) const;

@@ -20,6 +20,7 @@
 #include "common/daemon.h"
 #include "common/http_server.h"
 #include "common/logging.h"
+#include "common/tls.h"
 #include "grpcpp/grpcpp.h"
 #include "serving/checkpoint_loader.h"
 #include "serving/serving_service.h"
@@ -54,6 +55,27 @@ ABSL_FLAG(int, metrics_port, -1,
           "HTTP port for /healthz and Prometheus /metrics; -1 disables, 0 "
           "picks a free one.");
 ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
+ABSL_FLAG(std::string, tls_cert_file, "",
+          "PEM certificate chain of this server; with --tls_key_file turns on "
+          "TLS on the gRPC port.");
+ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file.");
+ABSL_FLAG(std::string, tls_client_ca_file, "",
+          "If set, clients must present a certificate signed by this PEM CA.");
+ABSL_FLAG(std::string, auth_token_file, "",
+          "File holding the bearer token of this server's protected calls.");
+ABSL_FLAG(bool, auth_reads, false,
+          "Lookup and Status need the --auth_token_file token too; by "
+          "default reads are open.");
+ABSL_FLAG(std::string, shard_tls_ca_file, "",
+          "Follow the training shards over TLS, verifying them against this "
+          "PEM CA.");
+ABSL_FLAG(std::string, shard_tls_client_cert_file, "",
+          "PEM client certificate presented to the training shards.");
+ABSL_FLAG(std::string, shard_tls_client_key_file, "",
+          "PEM private key of --shard_tls_client_cert_file.");
+ABSL_FLAG(std::string, shard_auth_token_file, "",
+          "File holding the training shards' bearer token (Subscribe needs "
+          "it when they have one).");
 
 namespace strata {
 namespace {
@@ -142,9 +164,53 @@ absl::StatusOr<std::vector<FollowState>> LoadCheckpoints(const Config& config,
   return states;
 }
 
+// The daemon's own port and its channels to the training shards.
+struct Security {
+  DaemonSecurity daemon;
+  std::shared_ptr<grpc::ChannelCredentials> shard_credentials;
+  std::string shard_auth_token;
+};
+
+absl::StatusOr<Security> LoadSecurity() {
+  Security security;
+  absl::StatusOr<DaemonSecurity> daemon = LoadDaemonSecurity(
+      absl::GetFlag(FLAGS_tls_cert_file), absl::GetFlag(FLAGS_tls_key_file),
+      absl::GetFlag(FLAGS_tls_client_ca_file),
+      absl::GetFlag(FLAGS_auth_token_file));
+  if (!daemon.ok()) return daemon.status();
+  security.daemon = *std::move(daemon);
+  if (absl::GetFlag(FLAGS_auth_reads) && security.daemon.auth_token.empty()) {
+    return absl::InvalidArgumentError("--auth_reads needs --auth_token_file");
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFromFiles(
+          absl::GetFlag(FLAGS_shard_tls_ca_file),
+          absl::GetFlag(FLAGS_shard_tls_client_cert_file),
+          absl::GetFlag(FLAGS_shard_tls_client_key_file));
+  if (!credentials.ok()) {
+    return absl::Status(
+        credentials.status().code(),
+        absl::StrCat("--shard_", credentials.status().message()));
+  }
+  security.shard_credentials = *std::move(credentials);
+  if (!absl::GetFlag(FLAGS_shard_auth_token_file).empty()) {
+    absl::StatusOr<std::string> token = ReadTokenFile(
+        "--shard_auth_token_file", absl::GetFlag(FLAGS_shard_auth_token_file));
+    if (!token.ok()) return token.status();
+    security.shard_auth_token = *std::move(token);
+  }
+  return security;
+}
+
 int Run() {
   absl::StatusOr<Config> config = ReadFlags();
   if (!config.ok()) return UsageError(std::string(config.status().message()));
+  absl::StatusOr<Security> security = LoadSecurity();
+  if (!security.ok()) {
+    STRATA_LOG(ERROR, kComponent) << security.status().message();
+    return kExitRuntimeError;
+  }
+  WarnIfUnprotected(kComponent, absl::GetFlag(FLAGS_host), security->daemon);
 
   // Block the stop signals in every thread; the main thread waits for them.
   const sigset_t stop_signals = BlockStopSignals();
@@ -177,6 +243,8 @@ int Run() {
       options.address = config->shards[i];
       options.tables = config->tables;
       options.store = store->get();
+      options.credentials = security->shard_credentials;
+      options.auth_token = security->shard_auth_token;
       followers.push_back(std::make_unique<ShardFollower>(options));
     }
   }
@@ -186,6 +254,8 @@ int Run() {
   service_options.mode = offline ? "offline" : "follow";
   service_options.max_keys_per_request =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_keys_per_request));
+  service_options.auth_token = security->daemon.auth_token;
+  service_options.auth_reads = absl::GetFlag(FLAGS_auth_reads);
   service_options.shards = [&followers, &offline_states] {
     if (followers.empty()) return offline_states;
     std::vector<FollowState> states;
@@ -195,8 +265,9 @@ int Run() {
   ServingService service(service_options);
 
   int bound_port = 0;
-  absl::StatusOr<std::unique_ptr<grpc::Server>> started = StartGrpcServer(
-      absl::GetFlag(FLAGS_host), config->port, {&service}, &bound_port);
+  absl::StatusOr<std::unique_ptr<grpc::Server>> started =
+      StartGrpcServer(absl::GetFlag(FLAGS_host), config->port, {&service},
+                      &bound_port, security->daemon.credentials);
   if (!started.ok()) {
     STRATA_LOG(ERROR, kComponent) << started.status().message();
     return kExitRuntimeError;
@@ -235,7 +306,10 @@ int Run() {
   STRATA_LOG(INFO, kComponent)
       << "serving on " << absl::GetFlag(FLAGS_host) << ":" << bound_port
       << " mode=" << service_options.mode << " metrics_port=" << metrics_port
-      << " data_dir=" << config->store.data_dir << " "
+      << " data_dir=" << config->store.data_dir
+      << " tls=" << (security->daemon.tls ? "on" : "off")
+      << " auth=" << (security->daemon.auth_token.empty() ? "off" : "on")
+      << " auth_reads=" << (service_options.auth_reads ? "on" : "off") << " "
       << (offline ? "checkpoint_dirs=" : "shards=")
       << absl::StrJoin(offline ? config->checkpoint_dirs : config->shards, ",");
 

@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/auth.h"
+#include "common/tls.h"
 #include "grpcpp/grpcpp.h"
 
 namespace strata {
@@ -13,10 +15,18 @@ absl::StatusOr<std::unique_ptr<ServingClient>> ServingClient::Create(
   if (options.endpoints.empty()) {
     return absl::InvalidArgumentError("ServingClient needs an endpoint");
   }
-  return std::unique_ptr<ServingClient>(new ServingClient(options));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      ChannelCredentialsFromFiles(options.tls_ca_file,
+                                  options.tls_client_cert_file,
+                                  options.tls_client_key_file);
+  if (!credentials.ok()) return credentials.status();
+  return std::unique_ptr<ServingClient>(
+      new ServingClient(options, *std::move(credentials)));
 }
 
-ServingClient::ServingClient(const ServingClientOptions& options)
+ServingClient::ServingClient(
+    const ServingClientOptions& options,
+    std::shared_ptr<grpc::ChannelCredentials> credentials)
     : options_(options) {
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
@@ -25,8 +35,8 @@ ServingClient::ServingClient(const ServingClientOptions& options)
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
   for (const std::string& endpoint : options.endpoints) {
-    stubs_.push_back(v1::ServingService::NewStub(grpc::CreateCustomChannel(
-        endpoint, grpc::InsecureChannelCredentials(), args)));
+    stubs_.push_back(v1::ServingService::NewStub(
+        grpc::CreateCustomChannel(endpoint, credentials, args)));
   }
 }
 
@@ -40,6 +50,7 @@ absl::Status ServingClient::WithRetries(
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          absl::ToChronoMilliseconds(options_.rpc_timeout));
+    AddBearerToken(options_.auth_token, context);
     const grpc::Status status = call(*stubs_[replica], context);
     if (status.ok()) return absl::OkStatus();
     const absl::Status error(

@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/clock.h"
+#include "grpcpp/security/credentials.h"
 #include "proto/strata.grpc.pb.h"
 
 namespace strata {
@@ -30,6 +31,15 @@ struct ServingClientOptions {
   absl::Duration max_backoff = absl::Seconds(1);
   // Default: Clock::Real().
   Clock* clock = Clock::Real();
+  // TLS: when tls_ca_file is set, the replicas are reached over TLS and
+  // verified against this PEM CA; the client certificate and key (both or
+  // neither) are presented when set. Default: empty (insecure).
+  std::string tls_ca_file;
+  std::string tls_client_cert_file;
+  std::string tls_client_key_file;
+  // Bearer token sent as "authorization" metadata on every call (needed
+  // when the server runs with --auth_reads). Default: empty (none sent).
+  std::string auth_token;
 };
 
 // A client of the serving PS (strata-serving). Spreads calls over the
@@ -44,7 +54,8 @@ struct ServingClientOptions {
 //   absl::Status s = (*client)->Lookup("user", keys, absl::MakeSpan(rows));
 class ServingClient {
  public:
-  // INVALID_ARGUMENT without endpoints.
+  // INVALID_ARGUMENT without endpoints; the error of
+  // ChannelCredentialsFromFiles (common/tls.h) for unreadable TLS files.
   static absl::StatusOr<std::unique_ptr<ServingClient>> Create(
       const ServingClientOptions& options);
   ServingClient(const ServingClient&) = delete;
@@ -61,7 +72,8 @@ class ServingClient {
   absl::StatusOr<v1::ServingStatusResponse> Status();
 
  private:
-  explicit ServingClient(const ServingClientOptions& options);
+  ServingClient(const ServingClientOptions& options,
+                std::shared_ptr<grpc::ChannelCredentials> credentials);
 
   // Runs `call` on the next replica, again on UNAVAILABLE, with backoff,
   // until it succeeds, fails otherwise or the retry deadline passes.

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/auth.h"
 #include "common/grpc_status.h"
 #include "server/table_config_proto.h"
 
@@ -37,6 +38,13 @@ void ServingService::Record(Method method, absl::StatusCode code,
   if (method == kLookup) {
     lookup_micros_ += static_cast<uint64_t>(absl::ToInt64Microseconds(latency));
   }
+}
+
+absl::Status ServingService::AuthorizeRead(grpc::CallbackServerContext* context,
+                                           Method method) const {
+  if (!options_.auth_reads) return absl::OkStatus();
+  return CheckBearerToken(context->client_metadata(), options_.auth_token,
+                          kMethodNames[method]);
 }
 
 absl::Status ServingService::DoLookup(const v1::LookupRequest& request,
@@ -85,7 +93,8 @@ grpc::ServerUnaryReactor* ServingService::Lookup(
     grpc::CallbackServerContext* context, const v1::LookupRequest* request,
     v1::LookupResponse* response) {
   const absl::Time start = options_.clock->Now();
-  const absl::Status status = DoLookup(*request, *response);
+  absl::Status status = AuthorizeRead(context, kLookup);
+  if (status.ok()) status = DoLookup(*request, *response);
   Record(kLookup, status.code(), options_.clock->Now() - start);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
@@ -96,10 +105,11 @@ grpc::ServerUnaryReactor* ServingService::Status(
     grpc::CallbackServerContext* context, const v1::ServingStatusRequest*,
     v1::ServingStatusResponse* response) {
   const absl::Time start = options_.clock->Now();
-  DoStatus(*response);
-  Record(kStatus, absl::StatusCode::kOk, options_.clock->Now() - start);
+  const absl::Status status = AuthorizeRead(context, kStatus);
+  if (status.ok()) DoStatus(*response);
+  Record(kStatus, status.code(), options_.clock->Now() - start);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(grpc::Status::OK);
+  reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
 

@@ -25,6 +25,10 @@ struct ServingServiceOptions {
   std::function<std::vector<FollowState>()> shards;
   // Keys in one Lookup. Default: 262144.
   uint64_t max_keys_per_request = 262144;
+  // The bearer token that protected calls must carry; empty: no check.
+  // Lookup and Status are reads: they need it only with auth_reads.
+  std::string auth_token;
+  bool auth_reads = false;
   // Default: Clock::Real().
   Clock* clock = Clock::Real();
 };
@@ -60,6 +64,9 @@ class ServingService final : public v1::ServingService::CallbackService {
   static constexpr size_t kCodes = 17;
 
   void Record(Method method, absl::StatusCode code, absl::Duration latency);
+  // OK unless reads need the token and the call lacks it.
+  absl::Status AuthorizeRead(grpc::CallbackServerContext* context,
+                             Method method) const;
 
   const ServingServiceOptions options_;
   std::array<std::array<std::atomic<uint64_t>, kCodes>, kMethods> requests_{};

@@ -7,6 +7,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/auth.h"
 #include "common/fp16.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
@@ -79,8 +80,11 @@ ShardFollower::ShardFollower(const ShardFollowerOptions& options)
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options.max_backoff)));
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  channel_ = grpc::CreateCustomChannel(
-      options.address, grpc::InsecureChannelCredentials(), args);
+  channel_ = grpc::CreateCustomChannel(options.address,
+                                       options.credentials
+                                           ? options.credentials
+                                           : grpc::InsecureChannelCredentials(),
+                                       args);
   const ShardPosition position = options_.store->Position(options.shard_index);
   absl::MutexLock lock(&mu_);
   state_.shard_index = options.shard_index;
@@ -190,6 +194,7 @@ absl::Status ShardFollower::FollowOnce() {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        absl::ToChronoMilliseconds(options_.stream_deadline));
+  AddBearerToken(options_.auth_token, context);
   {
     absl::MutexLock lock(&mu_);
     if (stop_.HasBeenNotified()) return absl::CancelledError("stopping");

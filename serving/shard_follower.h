@@ -18,6 +18,7 @@
 
 namespace grpc {
 class Channel;
+class ChannelCredentials;
 class ClientContext;
 }  // namespace grpc
 
@@ -60,6 +61,11 @@ struct ShardFollowerOptions {
   std::string address;
   // Tables to follow; empty follows every table.
   std::vector<std::string> tables;
+  // The channel to the shard: null is insecure; TLS credentials come from
+  // ChannelCredentialsFromFiles (common/tls.h).
+  std::shared_ptr<grpc::ChannelCredentials> credentials;
+  // Bearer token sent on each Subscribe; empty sends none.
+  std::string auth_token;
   // Where the rows go; not owned, must outlive the follower. Required.
   ServingStore* store = nullptr;
   // Default: Clock::Real().

@@ -1,7 +1,9 @@
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/auth.h"
 #include "common/grpc_status.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -29,15 +31,20 @@ absl::Status Annotate(const std::string& address, const grpc::Status& status) {
 
 class GrpcShardClient final : public ShardClient {
  public:
-  explicit GrpcShardClient(const std::string& address) : address_(address) {
+  GrpcShardClient(const std::string& address,
+                  std::shared_ptr<grpc::ChannelCredentials> credentials,
+                  const std::string& auth_token)
+      : address_(address), auth_token_(auth_token) {
+    if (credentials == nullptr) {
+      credentials = grpc::InsecureChannelCredentials();
+    }
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(-1);
     args.SetMaxSendMessageSize(-1);
     // Each client gets its own connection: clients in one process do not
     // queue behind each other on one socket.
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channel_ = grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args);
+    channel_ = grpc::CreateCustomChannel(address, credentials, args);
     stub_ = v1::ParameterServer::NewStub(channel_);
     generic_ = std::make_unique<grpc::GenericStub>(channel_);
     health_ = grpc::health::v1::Health::NewStub(channel_);
@@ -53,6 +60,7 @@ class GrpcShardClient final : public ShardClient {
     };
     auto* call = new Call();
     call->context.set_deadline(DeadlineFromNow(deadline));
+    AddBearerToken(auth_token_, call->context);
     bool own_buffer = false;
     grpc::Status serialized =
         grpc::SerializationTraits<v1::PullRequest>::Serialize(
@@ -74,6 +82,7 @@ class GrpcShardClient final : public ShardClient {
                  absl::Duration deadline, Done done) override {
     auto* context = new grpc::ClientContext();
     context->set_deadline(DeadlineFromNow(deadline));
+    AddBearerToken(auth_token_, *context);
     stub_->async()->Push(context, &request, response,
                          [this, context, done](grpc::Status status) {
                            delete context;
@@ -86,6 +95,7 @@ class GrpcShardClient final : public ShardClient {
                            absl::Duration deadline) override {
     grpc::ClientContext context;
     context.set_deadline(DeadlineFromNow(deadline));
+    AddBearerToken(auth_token_, context);
     return Annotate(address_, stub_->CreateTable(&context, request, response));
   }
 
@@ -93,6 +103,7 @@ class GrpcShardClient final : public ShardClient {
                           absl::Duration deadline) override {
     grpc::ClientContext context;
     context.set_deadline(DeadlineFromNow(deadline));
+    AddBearerToken(auth_token_, context);
     return Annotate(address_, stub_->ListTables(
                                   &context, v1::ListTablesRequest(), response));
   }
@@ -101,6 +112,7 @@ class GrpcShardClient final : public ShardClient {
                      absl::Duration deadline) override {
     grpc::ClientContext context;
     context.set_deadline(DeadlineFromNow(deadline));
+    AddBearerToken(auth_token_, context);
     return Annotate(address_,
                     stub_->Stats(&context, v1::StatsRequest(), response));
   }
@@ -110,6 +122,7 @@ class GrpcShardClient final : public ShardClient {
                           absl::Duration deadline) override {
     grpc::ClientContext context;
     context.set_deadline(DeadlineFromNow(deadline));
+    AddBearerToken(auth_token_, context);
     return Annotate(address_, stub_->Checkpoint(&context, request, response));
   }
 
@@ -118,12 +131,14 @@ class GrpcShardClient final : public ShardClient {
                        absl::Duration deadline) override {
     grpc::ClientContext context;
     context.set_deadline(DeadlineFromNow(deadline));
+    AddBearerToken(auth_token_, context);
     return Annotate(address_, stub_->Restore(&context, request, response));
   }
 
   absl::Status CheckHealth(absl::Duration deadline) override {
     grpc::ClientContext context;
     context.set_deadline(DeadlineFromNow(deadline));
+    AddBearerToken(auth_token_, context);
     grpc::health::v1::HealthCheckRequest request;
     grpc::health::v1::HealthCheckResponse response;
     absl::Status status =
@@ -138,6 +153,7 @@ class GrpcShardClient final : public ShardClient {
 
  private:
   std::string address_;
+  std::string auth_token_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::ParameterServer::Stub> stub_;
   std::unique_ptr<grpc::GenericStub> generic_;
@@ -146,8 +162,12 @@ class GrpcShardClient final : public ShardClient {
 
 }  // namespace
 
-std::unique_ptr<ShardClient> CreateGrpcShardClient(const std::string& address) {
-  return std::make_unique<GrpcShardClient>(address);
+std::unique_ptr<ShardClient> CreateGrpcShardClient(
+    const std::string& address,
+    std::shared_ptr<grpc::ChannelCredentials> credentials,
+    const std::string& auth_token) {
+  return std::make_unique<GrpcShardClient>(address, std::move(credentials),
+                                           auth_token);
 }
 
 }  // namespace strata

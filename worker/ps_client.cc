@@ -11,6 +11,7 @@
 #include "common/hash.h"
 #include "common/pull_wire.h"
 #include "common/status_macros.h"
+#include "common/tls.h"
 
 namespace strata {
 namespace {
@@ -53,11 +54,19 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
   // life instead of having its new pushes taken for retries of old ones.
   client->next_sequence_ = static_cast<uint64_t>(
       std::max<int64_t>(1, absl::ToUnixMicros(options.clock->Now())));
-  auto factory = options.shard_client_factory
-                     ? options.shard_client_factory
-                     : [](const std::string& address) {
-                         return CreateGrpcShardClient(address);
-                       };
+  std::function<std::unique_ptr<ShardClient>(const std::string&)> factory =
+      options.shard_client_factory;
+  if (!factory) {
+    absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+        ChannelCredentialsFromFiles(options.tls_ca_file,
+                                    options.tls_client_cert_file,
+                                    options.tls_client_key_file);
+    if (!credentials.ok()) return credentials.status();
+    factory = [credentials = *credentials,
+               token = options.auth_token](const std::string& address) {
+      return CreateGrpcShardClient(address, credentials, token);
+    };
+  }
   for (const std::string& address : options.shard_addresses) {
     if (address.empty()) {
       return absl::InvalidArgumentError("empty shard address");

@@ -35,6 +35,16 @@ struct PsClientOptions {
   v1::ValueEncoding encoding = v1::FLOAT32;
   // Default: Clock::Real().
   Clock* clock = Clock::Real();
+  // TLS: when tls_ca_file is set, the shards are reached over TLS and
+  // verified against this PEM CA (the address's host must match their
+  // certificate). A client certificate and key (both or neither) are
+  // presented to shards that require one. Default: empty (insecure).
+  std::string tls_ca_file;
+  std::string tls_client_cert_file;
+  std::string tls_client_key_file;
+  // Bearer token sent as "authorization" metadata on every call; the caller
+  // reads it from a file. Default: empty (none sent).
+  std::string auth_token;
   // Makes the transport to a shard. Default: CreateGrpcShardClient.
   std::function<std::unique_ptr<ShardClient>(const std::string&)>
       shard_client_factory;

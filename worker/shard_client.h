@@ -10,6 +10,10 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "proto/strata.pb.h"
 
+namespace grpc {
+class ChannelCredentials;
+}  // namespace grpc
+
 namespace strata {
 
 // The transport to one shard. PsClient depends on this seam only, so that
@@ -51,8 +55,13 @@ class ShardClient {
   virtual absl::Status CheckHealth(absl::Duration deadline) = 0;
 };
 
-// A ShardClient over a gRPC channel to `address` (host:port).
-std::unique_ptr<ShardClient> CreateGrpcShardClient(const std::string& address);
+// A ShardClient over a gRPC channel to `address` (host:port), made with
+// `credentials` (null: insecure), sending `auth_token` (when not empty) as a
+// bearer token on every call.
+std::unique_ptr<ShardClient> CreateGrpcShardClient(
+    const std::string& address,
+    std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+    const std::string& auth_token = "");
 
 }  // namespace strata
 
