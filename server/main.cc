@@ -14,17 +14,14 @@
 #include "absl/time/time.h"
 #include "common/command_line.h"
 #include "common/daemon.h"
+#include "common/daemon_flags.h"
 #include "common/http_server.h"
 #include "common/logging.h"
 #include "embedding/embedding_store.h"
 #include "grpcpp/grpcpp.h"
 #include "server/shard_service.h"
 
-ABSL_FLAG(std::string, host, "127.0.0.1",
-          "Address to listen on. The default accepts local clients only.");
 ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free one (see --port_file).");
-ABSL_FLAG(std::string, port_file, "",
-          "If set, the bound gRPC port is written to this file once serving.");
 ABSL_FLAG(int, shard_index, 0, "Index of this shard, 0..num_shards-1.");
 ABSL_FLAG(int, num_shards, 1, "Number of shards in the cluster.");
 ABSL_FLAG(std::string, data_dir, "",
@@ -40,24 +37,11 @@ ABSL_FLAG(std::string, durability, "group",
           "(never applying one twice).");
 ABSL_FLAG(int, flush_interval_ms, 1000,
           "With --durability=periodic: how often updated rows are written.");
-ABSL_FLAG(int, metrics_port, -1,
-          "HTTP port for /healthz and Prometheus /metrics; -1 disables, 0 "
-          "picks a free one.");
 ABSL_FLAG(int64_t, max_keys_per_request, 262144,
           "Largest number of keys one Pull or Push may carry.");
 ABSL_FLAG(int64_t, change_log_mb, 256,
           "Memory for recent updates kept for the change stream (serving "
           "followers); a follower further behind gets a new snapshot.");
-ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
-ABSL_FLAG(std::string, tls_cert_file, "",
-          "PEM certificate chain of this server; with --tls_key_file turns on "
-          "TLS on the gRPC port.");
-ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file.");
-ABSL_FLAG(std::string, tls_client_ca_file, "",
-          "If set, clients must present a certificate signed by this PEM CA.");
-ABSL_FLAG(std::string, auth_token_file, "",
-          "File holding the bearer token that CreateTable, Push, Checkpoint, "
-          "Restore and Subscribe must carry; empty leaves them open.");
 
 namespace strata {
 namespace {

@@ -18,6 +18,7 @@
 #include "absl/strings/str_split.h"
 #include "common/command_line.h"
 #include "common/daemon.h"
+#include "common/daemon_flags.h"
 #include "common/http_server.h"
 #include "common/logging.h"
 #include "common/tls.h"
@@ -27,11 +28,7 @@
 #include "serving/serving_store.h"
 #include "serving/shard_follower.h"
 
-ABSL_FLAG(std::string, host, "127.0.0.1",
-          "Address to listen on. The default accepts local clients only.");
 ABSL_FLAG(int, port, 50061, "gRPC port; 0 picks a free one (see --port_file).");
-ABSL_FLAG(std::string, port_file, "",
-          "If set, the bound gRPC port is written to this file once serving.");
 ABSL_FLAG(std::string, shards, "",
           "host:port of every training shard, in shard-index order: follow "
           "their change streams. Exclusive with --checkpoint_dirs.");
@@ -51,18 +48,6 @@ ABSL_FLAG(std::string, unknown_keys, "zeros",
           "'initializer' (the table's initial value, as training would).");
 ABSL_FLAG(int64_t, max_keys_per_request, 262144,
           "Largest number of keys one Lookup may carry.");
-ABSL_FLAG(int, metrics_port, -1,
-          "HTTP port for /healthz and Prometheus /metrics; -1 disables, 0 "
-          "picks a free one.");
-ABSL_FLAG(std::string, log_level, "info", "debug, info, warning or error.");
-ABSL_FLAG(std::string, tls_cert_file, "",
-          "PEM certificate chain of this server; with --tls_key_file turns on "
-          "TLS on the gRPC port.");
-ABSL_FLAG(std::string, tls_key_file, "", "PEM private key of --tls_cert_file.");
-ABSL_FLAG(std::string, tls_client_ca_file, "",
-          "If set, clients must present a certificate signed by this PEM CA.");
-ABSL_FLAG(std::string, auth_token_file, "",
-          "File holding the bearer token of this server's protected calls.");
 ABSL_FLAG(bool, auth_reads, false,
           "Lookup and Status need the --auth_token_file token too; by "
           "default reads are open.");
