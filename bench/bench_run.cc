@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <thread>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -166,6 +167,26 @@ void PrintReport(const BenchOptions& options, const RunResult& result,
     std::printf("%s\n", out.text().c_str());
   }
   std::fflush(stdout);
+}
+
+RunResult RunThreads(
+    const BenchOptions& options, size_t count,
+    const std::function<RunResult(size_t, const Window&)>& run) {
+  const SteadyClock::time_point start = SteadyClock::now();
+  const Window window(options, start);
+  std::vector<RunResult> results(count);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < count; ++t) {
+    threads.emplace_back([&, t] { results[t] = run(t, window); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  RunResult merged;
+  for (const RunResult& result : results) merged.Merge(result);
+  merged.seconds =
+      options.is_load()
+          ? std::chrono::duration<double>(SteadyClock::now() - start).count()
+          : options.duration_s;
+  return merged;
 }
 
 }  // namespace bench

@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -101,6 +102,13 @@ std::vector<float> MakeRow(const BenchOptions& options);
 // inflight, so that request slot i only ever uses entries i, i + inflight,
 // ... and never touches a request another slot has in flight.
 size_t PoolSize(const BenchOptions& options);
+
+// Starts the measuring window, runs run(t, window) for t in 0..count-1 on
+// as many threads, and merges their results. `seconds` is the window's length,
+// or for load runs the time they took.
+RunResult RunThreads(
+    const BenchOptions& options, size_t count,
+    const std::function<RunResult(size_t, const Window&)>& run);
 
 // Prints the one-line summary on stdout, then, with `json`, one JSON object.
 void PrintReport(const BenchOptions& options, const RunResult& result,

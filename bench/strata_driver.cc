@@ -349,21 +349,9 @@ absl::StatusOr<RunResult> RunStrata(const BenchOptions& options) {
     workers.push_back(
         std::make_unique<StrataThread>(options, t, &next_load_key));
   }
-  const SteadyClock::time_point start = SteadyClock::now();
-  const Window window(options, start);
-  std::vector<RunResult> results(workers.size());
-  std::vector<std::thread> threads;
-  for (size_t t = 0; t < workers.size(); ++t) {
-    threads.emplace_back([&, t] { results[t] = workers[t]->Run(window); });
-  }
-  for (std::thread& thread : threads) thread.join();
-  RunResult merged;
-  for (const RunResult& result : results) merged.Merge(result);
-  merged.seconds =
-      options.is_load()
-          ? std::chrono::duration<double>(SteadyClock::now() - start).count()
-          : options.duration_s;
-  return merged;
+  return RunThreads(options, workers.size(), [&](size_t t, const Window& w) {
+    return workers[t]->Run(w);
+  });
 }
 
 }  // namespace bench

@@ -14,8 +14,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/client_flags.h"
 #include "common/command_line.h"
-#include "common/tls.h"
 #include "serving/serving_client.h"
 
 ABSL_FLAG(std::string, serving, "",
@@ -25,15 +25,6 @@ ABSL_FLAG(double, wait_caught_up_s, 0,
           "First wait up to this many seconds until every followed shard is "
           "connected and applied up to its latest sequence; 0 does not wait.");
 ABSL_FLAG(int, timeout_ms, 5000, "Deadline of each call.");
-ABSL_FLAG(std::string, tls_ca_file, "",
-          "Connect over TLS, verifying the server against this PEM CA (the "
-          "address's host must match its certificate).");
-ABSL_FLAG(std::string, tls_client_cert_file, "",
-          "PEM client certificate, for servers that require one.");
-ABSL_FLAG(std::string, tls_client_key_file, "",
-          "PEM private key of --tls_client_cert_file.");
-ABSL_FLAG(std::string, auth_token_file, "",
-          "File holding the bearer token sent on every call.");
 
 namespace strata {
 namespace {
@@ -100,15 +91,14 @@ int Run(const std::vector<std::string>& args) {
     return UsageError("--timeout_ms must be >= 1");
   }
   options.rpc_timeout = absl::Milliseconds(absl::GetFlag(FLAGS_timeout_ms));
-  options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca_file);
-  options.tls_client_cert_file = absl::GetFlag(FLAGS_tls_client_cert_file);
-  options.tls_client_key_file = absl::GetFlag(FLAGS_tls_client_key_file);
-  if (!absl::GetFlag(FLAGS_auth_token_file).empty()) {
-    absl::StatusOr<std::string> token = ReadTokenFile(
-        "--auth_token_file", absl::GetFlag(FLAGS_auth_token_file));
-    if (!token.ok()) return UsageError(std::string(token.status().message()));
-    options.auth_token = *std::move(token);
+  absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
+  if (!security.ok()) {
+    return UsageError(std::string(security.status().message()));
   }
+  options.tls_ca_file = security->tls_ca_file;
+  options.tls_client_cert_file = security->tls_client_cert_file;
+  options.tls_client_key_file = security->tls_client_key_file;
+  options.auth_token = security->auth_token;
   const double wait_s = absl::GetFlag(FLAGS_wait_caught_up_s);
   if (wait_s < 0) return UsageError("--wait_caught_up_s must be >= 0");
   const std::string& table = args[1];

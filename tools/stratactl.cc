@@ -12,8 +12,8 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "common/client_flags.h"
 #include "common/command_line.h"
-#include "common/tls.h"
 #include "tools/json_writer.h"
 #include "tools/stratactl_commands.h"
 #include "worker/ps_client.h"
@@ -30,15 +30,6 @@ ABSL_FLAG(int64_t, retry_deadline_ms, 5000,
           "(restarting, overloaded or not up yet); 0 tries once.");
 ABSL_FLAG(std::string, encoding, "float32",
           "Value encoding on the wire for pull and push: float32 or float16.");
-ABSL_FLAG(std::string, tls_ca_file, "",
-          "Connect over TLS, verifying the server against this PEM CA (the "
-          "address's host must match its certificate).");
-ABSL_FLAG(std::string, tls_client_cert_file, "",
-          "PEM client certificate, for servers that require one.");
-ABSL_FLAG(std::string, tls_client_key_file, "",
-          "PEM private key of --tls_client_cert_file.");
-ABSL_FLAG(std::string, auth_token_file, "",
-          "File holding the bearer token sent on every call.");
 
 namespace strata {
 namespace tools_internal {
@@ -128,15 +119,12 @@ absl::StatusOr<PsClientOptions> ClientOptionsFromFlags() {
     return absl::InvalidArgumentError(absl::StrCat(
         "--encoding must be float32 or float16, not '", encoding, "'"));
   }
-  options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca_file);
-  options.tls_client_cert_file = absl::GetFlag(FLAGS_tls_client_cert_file);
-  options.tls_client_key_file = absl::GetFlag(FLAGS_tls_client_key_file);
-  if (!absl::GetFlag(FLAGS_auth_token_file).empty()) {
-    absl::StatusOr<std::string> token = ReadTokenFile(
-        "--auth_token_file", absl::GetFlag(FLAGS_auth_token_file));
-    if (!token.ok()) return token.status();
-    options.auth_token = *std::move(token);
-  }
+  absl::StatusOr<ClientSecurity> security = ClientSecurityFromFlags();
+  if (!security.ok()) return security.status();
+  options.tls_ca_file = security->tls_ca_file;
+  options.tls_client_cert_file = security->tls_client_cert_file;
+  options.tls_client_key_file = security->tls_client_key_file;
+  options.auth_token = security->auth_token;
   return options;
 }
 
