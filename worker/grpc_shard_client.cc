@@ -59,8 +59,7 @@ class GrpcShardClient final : public ShardClient {
       grpc::ByteBuffer request;
     };
     auto* call = new Call();
-    call->context.set_deadline(DeadlineFromNow(deadline));
-    AddBearerToken(auth_token_, call->context);
+    Prepare(call->context, deadline);
     bool own_buffer = false;
     grpc::Status serialized =
         grpc::SerializationTraits<v1::PullRequest>::Serialize(
@@ -81,8 +80,7 @@ class GrpcShardClient final : public ShardClient {
   void PushAsync(const v1::PushRequest& request, v1::PushResponse* response,
                  absl::Duration deadline, Done done) override {
     auto* context = new grpc::ClientContext();
-    context->set_deadline(DeadlineFromNow(deadline));
-    AddBearerToken(auth_token_, *context);
+    Prepare(*context, deadline);
     stub_->async()->Push(context, &request, response,
                          [this, context, done](grpc::Status status) {
                            delete context;
@@ -94,16 +92,14 @@ class GrpcShardClient final : public ShardClient {
                            v1::CreateTableResponse* response,
                            absl::Duration deadline) override {
     grpc::ClientContext context;
-    context.set_deadline(DeadlineFromNow(deadline));
-    AddBearerToken(auth_token_, context);
+    Prepare(context, deadline);
     return Annotate(address_, stub_->CreateTable(&context, request, response));
   }
 
   absl::Status ListTables(v1::ListTablesResponse* response,
                           absl::Duration deadline) override {
     grpc::ClientContext context;
-    context.set_deadline(DeadlineFromNow(deadline));
-    AddBearerToken(auth_token_, context);
+    Prepare(context, deadline);
     return Annotate(address_, stub_->ListTables(
                                   &context, v1::ListTablesRequest(), response));
   }
@@ -111,8 +107,7 @@ class GrpcShardClient final : public ShardClient {
   absl::Status Stats(v1::StatsResponse* response,
                      absl::Duration deadline) override {
     grpc::ClientContext context;
-    context.set_deadline(DeadlineFromNow(deadline));
-    AddBearerToken(auth_token_, context);
+    Prepare(context, deadline);
     return Annotate(address_,
                     stub_->Stats(&context, v1::StatsRequest(), response));
   }
@@ -121,8 +116,7 @@ class GrpcShardClient final : public ShardClient {
                           v1::CheckpointResponse* response,
                           absl::Duration deadline) override {
     grpc::ClientContext context;
-    context.set_deadline(DeadlineFromNow(deadline));
-    AddBearerToken(auth_token_, context);
+    Prepare(context, deadline);
     return Annotate(address_, stub_->Checkpoint(&context, request, response));
   }
 
@@ -130,15 +124,13 @@ class GrpcShardClient final : public ShardClient {
                        v1::RestoreResponse* response,
                        absl::Duration deadline) override {
     grpc::ClientContext context;
-    context.set_deadline(DeadlineFromNow(deadline));
-    AddBearerToken(auth_token_, context);
+    Prepare(context, deadline);
     return Annotate(address_, stub_->Restore(&context, request, response));
   }
 
   absl::Status CheckHealth(absl::Duration deadline) override {
     grpc::ClientContext context;
-    context.set_deadline(DeadlineFromNow(deadline));
-    AddBearerToken(auth_token_, context);
+    Prepare(context, deadline);
     grpc::health::v1::HealthCheckRequest request;
     grpc::health::v1::HealthCheckResponse response;
     absl::Status status =
@@ -152,6 +144,12 @@ class GrpcShardClient final : public ShardClient {
   }
 
  private:
+  // Every call carries a deadline and, when configured, the bearer token.
+  void Prepare(grpc::ClientContext& context, absl::Duration deadline) const {
+    context.set_deadline(DeadlineFromNow(deadline));
+    AddBearerToken(auth_token_, context);
+  }
+
   std::string address_;
   std::string auth_token_;
   std::shared_ptr<grpc::Channel> channel_;
