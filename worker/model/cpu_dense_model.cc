@@ -1,0 +1,358 @@
+// The CPU DenseModel: sgemm for the fully connected layers, loops for the
+// pooling, interaction and loss. Activations of the last forward pass are
+// kept for the backward pass.
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "worker/model/dense_model.h"
+
+namespace strata {
+namespace {
+
+// C[m x n] = A[m x k] * B[k x n] (+ C if accumulate), all row-major.
+void MatMul(int m, int n, int k, const float* a, const float* b, float* c,
+            bool accumulate = false) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, b,
+              n, accumulate ? 1.0f : 0.0f, c, n);
+}
+
+// C[k x n] = A[m x k]^T * B[m x n].
+void MatMulTransA(int m, int n, int k, const float* a, const float* b,
+                  float* c) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k, n, m, 1.0f, a, k, b,
+              n, 0.0f, c, n);
+}
+
+// C[m x k] = A[m x n] * B[k x n]^T.
+void MatMulTransB(int m, int n, int k, const float* a, const float* b,
+                  float* c) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, k, n, 1.0f, a, n, b,
+              n, 0.0f, c, k);
+}
+
+class CpuDenseModel final : public DenseModel {
+ public:
+  explicit CpuDenseModel(const ModelConfig& config)
+      : config_(config),
+        layout_(MakeDenseLayout(config)),
+        parameters_(layout_.num_parameters, 0.0f) {}
+
+  const ModelConfig& config() const override { return config_; }
+  const DenseLayout& layout() const override { return layout_; }
+  const char* device_name() const override { return "cpu"; }
+
+  absl::Status SetParameters(absl::Span<const float> parameters) override {
+    if (parameters.size() != parameters_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("got ", parameters.size(),
+                                                     " dense parameters, want ",
+                                                     parameters_.size()));
+    }
+    std::copy(parameters.begin(), parameters.end(), parameters_.begin());
+    return absl::OkStatus();
+  }
+
+  absl::Status GetParameters(absl::Span<float> parameters) const override {
+    if (parameters.size() != parameters_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("room for ", parameters.size(),
+                       " dense parameters, want ", parameters_.size()));
+    }
+    std::copy(parameters_.begin(), parameters_.end(), parameters.begin());
+    return absl::OkStatus();
+  }
+
+  absl::Status Predict(const ModelBatch& batch,
+                       absl::Span<float> probabilities) override {
+    if (absl::Status s = CheckBatch(batch, probabilities); !s.ok()) return s;
+    Forward(batch);
+    for (int i = 0; i < batch.batch_size; ++i) {
+      probabilities[i] = Sigmoid(logits()[i]);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<double> ForwardBackward(
+      const ModelBatch& batch, absl::Span<float> dense_gradients,
+      absl::Span<float> row_gradients,
+      absl::Span<float> probabilities) override {
+    if (absl::Status s = CheckBatch(batch, probabilities); !s.ok()) return s;
+    if (dense_gradients.size() != layout_.num_parameters) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("room for ", dense_gradients.size(),
+                       " dense gradients, want ", layout_.num_parameters));
+    }
+    const size_t row_values =
+        static_cast<size_t>(batch.num_rows) * config_.embedding_dim;
+    if (row_gradients.size() != row_values) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("room for ", row_gradients.size(),
+                       " row gradient values, want ", row_values));
+    }
+    Forward(batch);
+    const double loss = LossAndLogitGradient(batch, probabilities);
+    Backward(batch, dense_gradients.data(), row_gradients.data());
+    return loss;
+  }
+
+ private:
+  static float Sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+
+  absl::Status CheckBatch(const ModelBatch& batch,
+                          absl::Span<float> probabilities) const {
+    if (absl::Status s = ValidateModelBatch(config_, batch); !s.ok()) return s;
+    if (probabilities.size() != static_cast<size_t>(batch.batch_size)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("room for ", probabilities.size(),
+                       " probabilities, want ", batch.batch_size));
+    }
+    return absl::OkStatus();
+  }
+
+  int vectors() const { return config_.num_fields + 1; }
+  const float* logits() const { return top_out_.back().data(); }
+
+  // Activations y = relu?(x W + b) of `layers`, input `x` (batch x inputs).
+  void ForwardMlp(const std::vector<DenseLayer>& layers, int batch,
+                  const float* x, std::vector<std::vector<float>>* outputs) {
+    outputs->resize(layers.size());
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const DenseLayer& layer = layers[l];
+      std::vector<float>& y = (*outputs)[l];
+      y.resize(static_cast<size_t>(batch) * layer.outputs);
+      const float* w = parameters_.data() + layer.weight_offset;
+      const float* b = parameters_.data() + layer.bias_offset;
+      for (int i = 0; i < batch; ++i) {
+        std::memcpy(&y[static_cast<size_t>(i) * layer.outputs], b,
+                    sizeof(float) * layer.outputs);
+      }
+      MatMul(batch, layer.outputs, layer.inputs, x, w, y.data(), true);
+      if (layer.relu) {
+        for (float& v : y) v = std::max(v, 0.0f);
+      }
+      x = y.data();
+    }
+  }
+
+  void Forward(const ModelBatch& batch) {
+    const int n = batch.batch_size;
+    ForwardMlp(layout_.bottom, n, batch.dense.data(), &bottom_out_);
+    PoolEmbeddings(batch);
+    Interact(n);
+    ForwardMlp(layout_.top, n, interaction_.data(), &top_out_);
+  }
+
+  // vectors_[i] = (bottom output, pooled field 1, .., pooled field F).
+  void PoolEmbeddings(const ModelBatch& batch) {
+    const int dim = config_.embedding_dim;
+    const int fields = config_.num_fields;
+    const size_t stride = static_cast<size_t>(vectors()) * dim;
+    vectors_.assign(batch.batch_size * stride, 0.0f);
+    const float* bottom = bottom_out_.back().data();
+    for (int i = 0; i < batch.batch_size; ++i) {
+      float* v = &vectors_[i * stride];
+      std::memcpy(v, bottom + static_cast<size_t>(i) * dim,
+                  sizeof(float) * dim);
+      for (int f = 0; f < fields; ++f) {
+        float* pooled = v + static_cast<size_t>(f + 1) * dim;
+        const size_t slot = static_cast<size_t>(i) * fields + f;
+        const uint32_t begin = batch.offsets[slot];
+        const uint32_t end = batch.offsets[slot + 1];
+        for (uint32_t k = begin; k < end; ++k) {
+          const float* row = batch.embeddings.data() +
+                             static_cast<size_t>(batch.rows[k]) * dim;
+          for (int d = 0; d < dim; ++d) pooled[d] += row[d];
+        }
+        if (config_.pooling == Pooling::kMean && end - begin > 1) {
+          const float scale = 1.0f / (end - begin);
+          for (int d = 0; d < dim; ++d) pooled[d] *= scale;
+        }
+      }
+    }
+  }
+
+  void Interact(int n) {
+    const int dim = config_.embedding_dim;
+    const int count = vectors();
+    const size_t stride = static_cast<size_t>(count) * dim;
+    const int width = layout_.interaction_width;
+    interaction_.resize(static_cast<size_t>(n) * width);
+    for (int i = 0; i < n; ++i) {
+      const float* v = &vectors_[i * stride];
+      float* z = &interaction_[static_cast<size_t>(i) * width];
+      if (config_.interaction == Interaction::kConcat) {
+        std::memcpy(z, v, sizeof(float) * stride);
+        continue;
+      }
+      std::memcpy(z, v, sizeof(float) * dim);
+      float* dots = z + dim;
+      for (int a = 0; a < count; ++a) {
+        for (int b = a + 1; b < count; ++b) {
+          const float* va = v + static_cast<size_t>(a) * dim;
+          const float* vb = v + static_cast<size_t>(b) * dim;
+          float sum = 0;
+          for (int d = 0; d < dim; ++d) sum += va[d] * vb[d];
+          *dots++ = sum;
+        }
+      }
+    }
+  }
+
+  // Summed cross-entropy; logit_grad_ = p - y (gradient of the summed loss).
+  double LossAndLogitGradient(const ModelBatch& batch,
+                              absl::Span<float> probabilities) {
+    double loss = 0;
+    logit_grad_.resize(batch.batch_size);
+    for (int i = 0; i < batch.batch_size; ++i) {
+      const float x = logits()[i];
+      const float y = batch.labels[i];
+      // max(x, 0) - x y + log(1 + e^-|x|): stable for large |x|.
+      loss += std::max(x, 0.0f) - x * y + std::log1p(std::exp(-std::abs(x)));
+      probabilities[i] = Sigmoid(x);
+      logit_grad_[i] = probabilities[i] - y;
+    }
+    return loss;
+  }
+
+  // Back through `layers` given d(output of the last layer) in `grad`
+  // (overwritten); writes parameter gradients and, if `input_grad` is not
+  // null, d(input) (batch x inputs of the first layer).
+  void BackwardMlp(const std::vector<DenseLayer>& layers, int batch,
+                   const float* input,
+                   const std::vector<std::vector<float>>& outputs,
+                   std::vector<float>* grad, float* dense_gradients,
+                   std::vector<float>* input_grad) {
+    for (size_t l = layers.size(); l-- > 0;) {
+      const DenseLayer& layer = layers[l];
+      const std::vector<float>& y = outputs[l];
+      if (layer.relu) {
+        for (size_t k = 0; k < grad->size(); ++k) {
+          if (y[k] <= 0.0f) (*grad)[k] = 0.0f;
+        }
+      }
+      const float* x = l == 0 ? input : outputs[l - 1].data();
+      MatMulTransA(batch, layer.outputs, layer.inputs, x, grad->data(),
+                   dense_gradients + layer.weight_offset);
+      float* db = dense_gradients + layer.bias_offset;
+      std::fill(db, db + layer.outputs, 0.0f);
+      for (int i = 0; i < batch; ++i) {
+        const float* g = grad->data() + static_cast<size_t>(i) * layer.outputs;
+        for (int o = 0; o < layer.outputs; ++o) db[o] += g[o];
+      }
+      if (l == 0 && input_grad == nullptr) break;
+      std::vector<float>& next = l == 0 ? *input_grad : scratch_;
+      next.resize(static_cast<size_t>(batch) * layer.inputs);
+      const float* w = parameters_.data() + layer.weight_offset;
+      MatMulTransB(batch, layer.outputs, layer.inputs, grad->data(), w,
+                   next.data());
+      if (l > 0) grad->swap(scratch_);
+    }
+  }
+
+  // d(vectors) from d(interaction output).
+  void BackwardInteraction(int n) {
+    const int dim = config_.embedding_dim;
+    const int count = vectors();
+    const size_t stride = static_cast<size_t>(count) * dim;
+    const int width = layout_.interaction_width;
+    vector_grad_.assign(static_cast<size_t>(n) * stride, 0.0f);
+    for (int i = 0; i < n; ++i) {
+      const float* dz = &interaction_grad_[static_cast<size_t>(i) * width];
+      float* dv = &vector_grad_[i * stride];
+      if (config_.interaction == Interaction::kConcat) {
+        std::memcpy(dv, dz, sizeof(float) * stride);
+        continue;
+      }
+      const float* v = &vectors_[i * stride];
+      for (int d = 0; d < dim; ++d) dv[d] = dz[d];
+      const float* ddots = dz + dim;
+      for (int a = 0; a < count; ++a) {
+        for (int b = a + 1; b < count; ++b) {
+          const float g = *ddots++;
+          const float* va = v + static_cast<size_t>(a) * dim;
+          const float* vb = v + static_cast<size_t>(b) * dim;
+          float* dva = dv + static_cast<size_t>(a) * dim;
+          float* dvb = dv + static_cast<size_t>(b) * dim;
+          for (int d = 0; d < dim; ++d) {
+            dva[d] += g * vb[d];
+            dvb[d] += g * va[d];
+          }
+        }
+      }
+    }
+  }
+
+  void ScatterRowGradients(const ModelBatch& batch, float* row_gradients) {
+    const int dim = config_.embedding_dim;
+    const int fields = config_.num_fields;
+    const size_t stride = static_cast<size_t>(vectors()) * dim;
+    std::fill(row_gradients,
+              row_gradients + static_cast<size_t>(batch.num_rows) * dim, 0.0f);
+    for (int i = 0; i < batch.batch_size; ++i) {
+      for (int f = 0; f < fields; ++f) {
+        const float* g = &vector_grad_[i * stride + (f + 1) * dim];
+        const size_t slot = static_cast<size_t>(i) * fields + f;
+        const uint32_t begin = batch.offsets[slot];
+        const uint32_t end = batch.offsets[slot + 1];
+        const float scale = config_.pooling == Pooling::kMean && end - begin > 1
+                                ? 1.0f / (end - begin)
+                                : 1.0f;
+        for (uint32_t k = begin; k < end; ++k) {
+          float* out = row_gradients + static_cast<size_t>(batch.rows[k]) * dim;
+          for (int d = 0; d < dim; ++d) out[d] += scale * g[d];
+        }
+      }
+    }
+  }
+
+  void Backward(const ModelBatch& batch, float* dense_gradients,
+                float* row_gradients) {
+    const int n = batch.batch_size;
+    const int dim = config_.embedding_dim;
+    std::vector<float> grad(logit_grad_);
+    BackwardMlp(layout_.top, n, interaction_.data(), top_out_, &grad,
+                dense_gradients, &interaction_grad_);
+    BackwardInteraction(n);
+    ScatterRowGradients(batch, row_gradients);
+    // d(bottom output) is the first vector's gradient.
+    const size_t stride = static_cast<size_t>(vectors()) * dim;
+    bottom_grad_.resize(static_cast<size_t>(n) * dim);
+    for (int i = 0; i < n; ++i) {
+      std::memcpy(&bottom_grad_[static_cast<size_t>(i) * dim],
+                  &vector_grad_[i * stride], sizeof(float) * dim);
+    }
+    BackwardMlp(layout_.bottom, n, batch.dense.data(), bottom_out_,
+                &bottom_grad_, dense_gradients, nullptr);
+  }
+
+  const ModelConfig config_;
+  const DenseLayout layout_;
+  std::vector<float> parameters_;
+  // Forward state of the last batch.
+  std::vector<std::vector<float>> bottom_out_;
+  std::vector<std::vector<float>> top_out_;
+  std::vector<float> vectors_;      // batch x (F + 1) x dim
+  std::vector<float> interaction_;  // batch x interaction_width
+  // Backward scratch.
+  std::vector<float> logit_grad_;
+  std::vector<float> interaction_grad_;
+  std::vector<float> vector_grad_;
+  std::vector<float> bottom_grad_;
+  std::vector<float> scratch_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<DenseModel>> CreateCpuDenseModel(
+    const ModelConfig& config) {
+  if (absl::Status s = ValidateModelConfig(config); !s.ok()) return s;
+  return std::unique_ptr<DenseModel>(new CpuDenseModel(config));
+}
+
+}  // namespace strata
