@@ -9,7 +9,7 @@ packages=(
   librocksdb-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev redis-server redis-tools
-  libopenblas-dev
+  libopenblas-dev libgloo-dev
 )
 
 missing=()

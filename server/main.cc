@@ -19,6 +19,7 @@
 #include "common/logging.h"
 #include "embedding/embedding_store.h"
 #include "grpcpp/grpcpp.h"
+#include "server/rendezvous_service.h"
 #include "server/shard_service.h"
 
 ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free one (see --port_file).");
@@ -126,10 +127,16 @@ int Run() {
   service_options.auth_token = security->auth_token;
   ShardService service(service_options);
 
+  // Every shard also serves the rendezvous of training jobs' ranks, so that
+  // a cluster needs nothing else for them to find each other.
+  RendezvousServiceOptions rendezvous_options;
+  rendezvous_options.auth_token = security->auth_token;
+  RendezvousService rendezvous(rendezvous_options);
+
   int bound_port = 0;
   absl::StatusOr<std::unique_ptr<grpc::Server>> started =
-      StartGrpcServer(absl::GetFlag(FLAGS_host), port, {&service}, &bound_port,
-                      security->credentials);
+      StartGrpcServer(absl::GetFlag(FLAGS_host), port, {&service, &rendezvous},
+                      &bound_port, security->credentials);
   if (!started.ok()) {
     STRATA_LOG(ERROR, "server") << started.status().message();
     return kExitRuntimeError;
@@ -142,8 +149,9 @@ int Run() {
     http.Handle("/healthz", [] {
       return HttpServer::Response{200, "text/plain", "ok\n"};
     });
-    http.Handle("/metrics", [&service, &store] {
+    http.Handle("/metrics", [&service, &rendezvous, &store] {
       std::string body = service.metrics().PrometheusText();
+      absl::StrAppend(&body, rendezvous.PrometheusText());
       absl::StrAppend(&body,
                       "# HELP strata_table_rows Rows stored per table.\n"
                       "# TYPE strata_table_rows gauge\n");
@@ -189,7 +197,8 @@ int Run() {
       << " max_keys_per_request=" << service_options.max_keys_per_request
       << " tls=" << (security->tls ? "on" : "off") << " client_certs="
       << (absl::GetFlag(FLAGS_tls_client_ca_file).empty() ? "off" : "on")
-      << " auth=" << (security->auth_token.empty() ? "off" : "on");
+      << " auth=" << (security->auth_token.empty() ? "off" : "on")
+      << " rendezvous=on";
 
   const int signal_number = WaitForStopSignal(stop_signals);
   STRATA_LOG(INFO, "server")
@@ -211,7 +220,9 @@ int Run() {
 
 int main(int argc, char** argv) {
   strata::ParseCommandLine(
-      "One shard of the Strata training parameter server.\n"
+      "One shard of the Strata training parameter server. Its gRPC port "
+      "also serves the Rendezvous service (strata.v1.Rendezvous), through "
+      "which the ranks of a training job exchange their addresses.\n"
       "Example: strata-server --port=50051 --shard_index=0 --num_shards=2 "
       "--data_dir=/var/lib/strata/shard0 --durability=group",
       argc, argv);

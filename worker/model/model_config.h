@@ -82,7 +82,7 @@ DenseLayout MakeDenseLayout(const ModelConfig& config);
 std::vector<float> InitialDenseParameters(const ModelConfig& config);
 
 // One line describing the shape, for logs: "dense 13 -> 64 -> 16, 26 fields
-// x 16 (sum), dot (367) -> 128 -> 64 -> 1, 57,345 parameters".
+// x 16 (sum), dot (367) -> 128 -> 64 -> 1, 57,361 parameters".
 std::string DescribeModel(const ModelConfig& config);
 
 }  // namespace strata
