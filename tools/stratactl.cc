@@ -53,6 +53,8 @@ constexpr char kUsage[] =
     "  checkpoint [ID] [--global_step=N]   (no ID: \"step-<N>\")\n"
     "  restore ID\n"
     "  health                     exit 0 when every shard is SERVING\n"
+    "  feature-key FIELD VALUE..  PS keys of Criteo values of C<FIELD>\n"
+    "                             (8 hex digits, - for empty; no --shards)\n"
     "Exit status: 0 success, 1 error from the cluster, 2 usage error.\n"
     "Example: stratactl --shards=127.0.0.1:50051 pull users 1,2,3";
 
@@ -62,6 +64,7 @@ struct Command {
   size_t min_args;
   size_t max_args;
   const char* synopsis;
+  bool needs_cluster = true;
 };
 
 constexpr size_t kAny = ~size_t{0};
@@ -76,6 +79,8 @@ constexpr Command kCommands[] = {
     {"checkpoint", CheckpointCommand, 0, 1, "checkpoint [ID]"},
     {"restore", RestoreCommand, 1, 1, "restore ID"},
     {"health", HealthCommand, 0, 0, "health"},
+    {"feature-key", FeatureKeyCommand, 2, kAny, "feature-key FIELD VALUE...",
+     false},
 };
 
 absl::StatusOr<std::vector<std::string>> ParseShards(absl::string_view text) {
@@ -155,6 +160,7 @@ int Run(int argc, char** argv) {
       context.args.size() > command->max_args) {
     return UsageError(absl::StrCat("usage: stratactl ", command->synopsis));
   }
+  if (!command->needs_cluster) return command->run(context);
   absl::StatusOr<PsClientOptions> options = ClientOptionsFromFlags();
   if (!options.ok()) return UsageError(options.status().message());
   absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(*options);

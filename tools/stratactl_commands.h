@@ -43,6 +43,8 @@ int RestoreCommand(const CommandContext& context);
 int HealthCommand(const CommandContext& context);
 int PullCommand(const CommandContext& context);
 int PushCommand(const CommandContext& context);
+// Needs no cluster: context.client is null.
+int FeatureKeyCommand(const CommandContext& context);
 
 }  // namespace tools_internal
 }  // namespace strata

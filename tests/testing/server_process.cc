@@ -136,10 +136,12 @@ absl::Status ServerProcess::Spawn() {
   std::remove(port_file_.c_str());
   last_exit_.reset();
 
-  std::vector<std::string> args = {binary_,
-                                   absl::StrCat("--port=", options_.port),
-                                   absl::StrCat("--port_file=", port_file_)};
-  if (options_.pass_data_dir) args.push_back("--data_dir=" + data_dir_);
+  std::vector<std::string> args = {binary_};
+  if (options_.daemon_flags) {
+    args.push_back(absl::StrCat("--port=", options_.port));
+    args.push_back(absl::StrCat("--port_file=", port_file_));
+    if (options_.pass_data_dir) args.push_back("--data_dir=" + data_dir_);
+  }
   args.insert(args.end(), options_.flags.begin(), options_.flags.end());
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
@@ -263,6 +265,12 @@ absl::Status ServerProcess::Start() {
     }
     absl::SleepFor(kPollInterval);
   }
+}
+
+absl::Status ServerProcess::Launch() { return Spawn(); }
+
+absl::StatusOr<ProcessExit> ServerProcess::Wait(absl::Duration deadline) {
+  return WaitForExit(deadline);
 }
 
 absl::Status ServerProcess::StartOnSamePort() {

@@ -59,6 +59,9 @@ struct ServerProcessOptions {
   bool pass_data_dir = true;
   // --port; 0 picks a free one (reported back through --port_file).
   int port = 0;
+  // False: a program that is not a daemon (strata-worker): no --port,
+  // --port_file or --data_dir; start it with Launch() and Wait() for it.
+  bool daemon_flags = true;
   // How long Start() waits for the port file.
   absl::Duration start_deadline = absl::Seconds(30);
 };
@@ -113,6 +116,13 @@ class ServerProcess {
   // serving instead, DEADLINE_EXCEEDED when it neither exits nor serves.
   absl::StatusOr<ProcessExit> RunUntilExit(
       absl::Duration deadline = absl::Seconds(30));
+
+  // Starts the program without waiting for anything (for programs that run
+  // to completion); Wait() for its exit.
+  absl::Status Launch();
+  // Waits for the child to exit; DEADLINE_EXCEEDED (with the log) when it
+  // has not in time. The child is left running then.
+  absl::StatusOr<ProcessExit> Wait(absl::Duration deadline);
 
   // SIGKILL, then reaps the child. FAILED_PRECONDITION when not running.
   absl::Status Kill9();

@@ -1,0 +1,276 @@
+// The training loop against real training shards (strata-server processes)
+// with ranks in threads joined by Gloo over loopback.
+
+#include "worker/training/trainer.h"
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "common/hash.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/status_matchers.h"
+#include "worker/collective/collective.h"
+#include "worker/collective/gloo_collective.h"
+#include "worker/collective/rendezvous.h"
+#include "worker/data/datagen.h"
+#include "worker/ps_client.h"
+
+namespace strata {
+namespace {
+
+using ::strata::testing::IsOk;
+using ::strata::testing::ServerProcess;
+using ::strata::testing::StatusIs;
+using ::strata::testing::TempDir;
+
+uint64_t HashParameters(absl::Span<const float> parameters) {
+  return HashString(
+      absl::string_view(reinterpret_cast<const char*>(parameters.data()),
+                        parameters.size() * sizeof(float)));
+}
+
+ModelConfig SmallModel() {
+  ModelConfig model;
+  model.embedding_dim = 8;
+  model.bottom_hidden = {16};
+  model.top_hidden = {32};
+  return model;
+}
+
+class TrainerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (auto& shard : shards_) {
+      shard = std::make_unique<ServerProcess>();
+      ASSERT_THAT(shard->Start(), IsOk());
+    }
+    DatagenOptions data;
+    data.rows = 40000;
+    data.holdout_rows = 4000;
+    data.out = absl::StrCat(dir_.path(), "/train");
+    // Ten values per field: learnable from few rows.
+    data.model.vocab_sizes = std::vector<int64_t>(26, 10);
+    data.model.tail_rank = 30;
+    auto generated = GenerateData(data);
+    ASSERT_THAT(generated.status(), IsOk());
+    data_ = *generated;
+  }
+
+  std::vector<std::string> Addresses() const {
+    return {shards_[0]->address(), shards_[1]->address()};
+  }
+
+  TrainerOptions Options(const std::string& table, int batch_size) const {
+    TrainerOptions options;
+    options.model = SmallModel();
+    options.table = table;
+    options.table_config.mutable_optimizer()->set_type(v1::ADAM);
+    options.table_config.mutable_optimizer()->set_learning_rate(0.03f);
+    options.table_config.mutable_initializer()->set_type(v1::TRUNCATED_NORMAL);
+    options.table_config.mutable_initializer()->set_stddev(0.01f);
+    options.train.files = data_.files;
+    options.train.batch_size = batch_size;
+    options.progress_interval = absl::Hours(1);
+    options.on_progress = [](const ProgressReport&) {};
+    return options;
+  }
+
+  // Runs `world_size` ranks in threads; returns each rank's result.
+  std::vector<absl::StatusOr<TrainingResult>> RunRanks(
+      int world_size, const std::string& job,
+      const std::function<TrainerOptions(int rank)>& options_of) {
+    std::vector<absl::StatusOr<TrainingResult>> results(
+        world_size, absl::UnknownError("not run"));
+    std::vector<std::thread> threads;
+    for (int rank = 0; rank < world_size; ++rank) {
+      threads.emplace_back([&, rank] {
+        results[rank] = RunRank(rank, world_size, job, options_of(rank));
+      });
+    }
+    for (auto& t : threads) t.join();
+    return results;
+  }
+
+  absl::StatusOr<TrainingResult> RunRank(int rank, int world_size,
+                                         const std::string& job,
+                                         TrainerOptions options) {
+    PsClientOptions ps_options;
+    ps_options.shard_addresses = Addresses();
+    ps_options.client_id = absl::StrCat(job, "-", rank);
+    ps_options.retry_deadline = retry_deadline_;
+    auto ps = PsClient::Create(ps_options);
+    if (!ps.ok()) return ps.status();
+    RendezvousClientOptions rendezvous_options;
+    rendezvous_options.address = shards_[0]->address();
+    auto rendezvous = CreateGrpcRendezvousClient(rendezvous_options);
+    if (!rendezvous.ok()) return rendezvous.status();
+    std::unique_ptr<Collective> collective;
+    if (world_size == 1) {
+      collective = CreateLocalCollective();
+    } else {
+      GlooCollectiveOptions gloo;
+      gloo.rank = rank;
+      gloo.world_size = world_size;
+      gloo.rendezvous = rendezvous->get();
+      gloo.job_id = job;
+      gloo.timeout = absl::Seconds(60);
+      auto created = CreateGlooCollective(gloo);
+      if (!created.ok()) return created.status();
+      collective = std::move(*created);
+    }
+    auto model = CreateCpuDenseModel(options.model);
+    if (!model.ok()) return model.status();
+    auto trainer = Trainer::Create(std::move(options), ps->get(),
+                                   collective.get(), std::move(*model));
+    if (!trainer.ok()) return trainer.status();
+    return (*trainer)->Run();
+  }
+
+  absl::Duration retry_deadline_ = absl::Seconds(30);
+  TempDir dir_{"trainer_test"};
+  std::unique_ptr<ServerProcess> shards_[2];
+  DatagenResult data_;
+};
+
+TEST_F(TrainerTest, TwoRanksHoldIdenticalDenseParametersAfterEveryStep) {
+  absl::Mutex mu;
+  std::vector<uint64_t> hashes[2];
+  auto results = RunRanks(2, "identical", [&](int rank) {
+    TrainerOptions options = Options("identical", 256);
+    options.max_steps = 30;
+    options.on_step = [&, rank](int64_t, absl::Span<const float> p) {
+      absl::MutexLock lock(&mu);
+      hashes[rank].push_back(HashParameters(p));
+    };
+    return options;
+  });
+  ASSERT_THAT(results[0].status(), IsOk());
+  ASSERT_THAT(results[1].status(), IsOk());
+  EXPECT_EQ(results[0]->steps, 30);
+  ASSERT_EQ(hashes[0].size(), 30u);
+  EXPECT_EQ(hashes[0], hashes[1]);
+  // The parameters did change from step to step.
+  EXPECT_NE(hashes[0].front(), hashes[0].back());
+}
+
+TEST_F(TrainerTest, HalfBatchesOnTwoRanksMatchTheWholeBatchOnOne) {
+  std::vector<float> whole, halves[2];
+  auto capture = [](std::vector<float>* out) {
+    return [out](int64_t, absl::Span<const float> p) {
+      out->assign(p.begin(), p.end());
+    };
+  };
+  auto one = RunRanks(1, "whole", [&](int) {
+    TrainerOptions options = Options("whole", 512);
+    options.max_steps = 1;
+    options.staleness = 0;
+    options.on_step = capture(&whole);
+    return options;
+  });
+  ASSERT_THAT(one[0].status(), IsOk());
+  auto two = RunRanks(2, "halves", [&](int rank) {
+    TrainerOptions options = Options("halves", 256);
+    options.max_steps = 1;
+    options.staleness = 0;
+    options.on_step = capture(&halves[rank]);
+    return options;
+  });
+  ASSERT_THAT(two[0].status(), IsOk());
+  ASSERT_THAT(two[1].status(), IsOk());
+  ASSERT_EQ(whole.size(), halves[0].size());
+  ASSERT_EQ(halves[0], halves[1]);
+  const std::vector<float> initial = InitialDenseParameters(SmallModel());
+  size_t moved = 0;
+  for (size_t i = 0; i < whole.size(); ++i) {
+    EXPECT_NEAR(halves[0][i], whole[i], 1e-6 + 1e-5 * std::abs(whole[i]))
+        << "parameter " << i;
+    if (whole[i] != initial[i]) ++moved;
+  }
+  EXPECT_GT(moved, whole.size() / 2);  // a real step, not a no-op
+}
+
+TEST_F(TrainerTest, TwoRanksLearnTheHoldout) {
+  auto results = RunRanks(2, "learn", [&](int) {
+    TrainerOptions options = Options("learn", 256);
+    options.epochs = 3;
+    options.dense_optimizer.learning_rate = 3e-3f;
+    options.eval_files = {data_.holdout_file};
+    return options;
+  });
+  ASSERT_THAT(results[0].status(), IsOk());
+  ASSERT_THAT(results[1].status(), IsOk());
+  EXPECT_EQ(results[0]->eval.examples, 4000);
+  EXPECT_EQ(results[0]->eval.auc, results[1]->eval.auc);
+  // Learning, far above chance (how near the ceiling training gets is
+  // distributed_training_test's business, with more rows).
+  EXPECT_GT(results[0]->eval.auc, 0.70) << "planted " << data_.holdout.auc;
+  EXPECT_LE(results[0]->eval.auc, data_.holdout.auc + 0.01);
+  EXPECT_EQ(results[0]->examples, 3 * 40000);
+}
+
+TEST_F(TrainerTest, CheckpointThenRestoreResumesAtTheSavedStep) {
+  const std::string checkpoints = absl::StrCat(dir_.path(), "/ckpt");
+  std::vector<float> saved;
+  auto first = RunRanks(1, "ckpt", [&](int) {
+    TrainerOptions options = Options("ckpt", 1000);
+    options.max_steps = 5;
+    options.checkpoint_dir = checkpoints;
+    options.on_step = [&](int64_t, absl::Span<const float> p) {
+      saved.assign(p.begin(), p.end());
+    };
+    return options;
+  });
+  ASSERT_THAT(first[0].status(), IsOk());
+  int64_t first_step = -1;
+  auto second = RunRanks(1, "ckpt2", [&](int) {
+    TrainerOptions options = Options("ckpt", 1000);
+    options.max_steps = 8;
+    options.checkpoint_dir = checkpoints;
+    options.restore = true;
+    options.on_step = [&](int64_t step, absl::Span<const float>) {
+      if (first_step < 0) first_step = step;
+    };
+    return options;
+  });
+  ASSERT_THAT(second[0].status(), IsOk());
+  EXPECT_EQ(first_step, 6);  // resumed after step 5
+  EXPECT_EQ(second[0]->steps, 8);
+  EXPECT_EQ(second[0]->examples, 3 * 1000);
+}
+
+TEST_F(TrainerTest, RestoreWithoutACheckpointFailsNamingTheDirectory) {
+  auto results = RunRanks(1, "none", [&](int) {
+    TrainerOptions options = Options("none", 100);
+    options.checkpoint_dir = absl::StrCat(dir_.path(), "/empty");
+    options.restore = true;
+    return options;
+  });
+  EXPECT_THAT(results[0].status(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       ::testing::HasSubstr("no checkpoint in")));
+}
+
+TEST_F(TrainerTest, ShardDownPastTheRetryDeadlineStopsWithAnError) {
+  ASSERT_THAT(shards_[1]->Kill9(), IsOk());
+  retry_deadline_ = absl::Seconds(2);
+  auto results = RunRanks(1, "down", [&](int) {
+    TrainerOptions options = Options("down", 100);
+    return options;
+  });
+  // CreateTable reaches every shard; PsClient names the dead one.
+  EXPECT_FALSE(results[0].ok());
+  EXPECT_THAT(std::string(results[0].status().message()),
+              ::testing::HasSubstr(shards_[1]->address()));
+}
+
+}  // namespace
+}  // namespace strata

@@ -1,0 +1,148 @@
+#include "worker/training/batch_pipeline.h"
+
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "worker/data/criteo_format.h"
+#include "worker/ps_client.h"
+
+namespace strata {
+
+ModelBatch PreparedBatch::View() const {
+  ModelBatch view;
+  view.batch_size = static_cast<int>(examples.size());
+  view.dense = examples.dense;
+  view.labels = examples.labels;
+  view.offsets = offsets;
+  view.rows = rows;
+  view.embeddings = embeddings;
+  view.num_rows = static_cast<int>(unique_keys.size());
+  return view;
+}
+
+void IndexKeys(PreparedBatch* batch) {
+  const std::vector<uint64_t>& keys = batch->examples.keys;
+  absl::flat_hash_map<uint64_t, uint32_t> index;
+  index.reserve(keys.size());
+  batch->unique_keys.clear();
+  batch->rows.resize(keys.size());
+  batch->offsets.resize(keys.size() + 1);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    auto [it, inserted] = index.try_emplace(
+        keys[k], static_cast<uint32_t>(batch->unique_keys.size()));
+    if (inserted) batch->unique_keys.push_back(keys[k]);
+    batch->rows[k] = it->second;
+    batch->offsets[k] = static_cast<uint32_t>(k);
+  }
+  batch->offsets[keys.size()] = static_cast<uint32_t>(keys.size());
+}
+
+absl::StatusOr<std::unique_ptr<BatchPipeline>> BatchPipeline::Start(
+    BatchPipelineOptions options) {
+  if (options.ps == nullptr || options.table.empty() || options.epochs < 1 ||
+      options.depth < 0 || options.embedding_dim < 1) {
+    return absl::InvalidArgumentError(
+        "batch pipeline needs a PS client, a table, epochs >= 1, depth >= 0 "
+        "and embedding_dim >= 1");
+  }
+  auto reader = CriteoReader::Open(options.reader);
+  if (!reader.ok()) return reader.status();
+  std::unique_ptr<BatchPipeline> pipeline(
+      new BatchPipeline(std::move(options)));
+  pipeline->reader_ = std::move(*reader);
+  if (pipeline->options_.depth > 0) {
+    pipeline->thread_ = std::thread([p = pipeline.get()] { p->Loop(); });
+  }
+  return pipeline;
+}
+
+BatchPipeline::BatchPipeline(BatchPipelineOptions options)
+    : options_(std::move(options)) {}
+
+BatchPipeline::~BatchPipeline() {
+  {
+    absl::MutexLock lock(&mu_);
+    stop_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+absl::StatusOr<std::unique_ptr<PreparedBatch>> BatchPipeline::Produce() {
+  auto batch = std::make_unique<PreparedBatch>();
+  while (true) {
+    if (absl::Status s = reader_->ReadBatch(&batch->examples); !s.ok()) {
+      return s;
+    }
+    {
+      absl::MutexLock lock(&mu_);
+      malformed_ = reader_->stats().malformed;
+    }
+    if (batch->examples.size() == 0) {
+      if (++epoch_ >= options_.epochs) return nullptr;
+      if (absl::Status s = reader_->StartNextEpoch(); !s.ok()) return s;
+      continue;
+    }
+    if (skipped_ < options_.skip_batches) {
+      ++skipped_;
+      continue;
+    }
+    break;
+  }
+  batch->epoch = epoch_;
+  IndexKeys(batch.get());
+  batch->embeddings.resize(batch->unique_keys.size() * options_.embedding_dim);
+  if (absl::Status s = options_.ps->Pull(options_.table, batch->unique_keys,
+                                         absl::MakeSpan(batch->embeddings));
+      !s.ok()) {
+    return s;
+  }
+  return batch;
+}
+
+void BatchPipeline::Loop() {
+  while (true) {
+    {
+      absl::MutexLock lock(&mu_);
+      auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stop_ || ready_.size() < static_cast<size_t>(options_.depth);
+      };
+      mu_.Await(absl::Condition(&room));
+      if (stop_) return;
+    }
+    auto batch = Produce();
+    absl::MutexLock lock(&mu_);
+    if (!batch.ok()) {
+      error_ = batch.status();
+      done_ = true;
+      return;
+    }
+    if (*batch == nullptr) {
+      done_ = true;
+      return;
+    }
+    ready_.push_back(std::move(*batch));
+  }
+}
+
+absl::StatusOr<std::unique_ptr<PreparedBatch>> BatchPipeline::Next() {
+  if (options_.depth == 0) return Produce();
+  absl::MutexLock lock(&mu_);
+  auto available = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !ready_.empty() || done_;
+  };
+  mu_.Await(absl::Condition(&available));
+  if (!ready_.empty()) {
+    std::unique_ptr<PreparedBatch> batch = std::move(ready_.front());
+    ready_.pop_front();
+    return batch;
+  }
+  if (!error_.ok()) return error_;
+  return nullptr;
+}
+
+int64_t BatchPipeline::malformed_lines() const {
+  absl::MutexLock lock(&mu_);
+  return malformed_;
+}
+
+}  // namespace strata

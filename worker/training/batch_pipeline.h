@@ -1,0 +1,96 @@
+#ifndef STRATA_WORKER_TRAINING_BATCH_PIPELINE_H_
+#define STRATA_WORKER_TRAINING_BATCH_PIPELINE_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "worker/data/criteo_reader.h"
+#include "worker/model/dense_model.h"
+
+namespace strata {
+
+class PsClient;
+
+// A batch ready for the model: its examples, the unique keys of its
+// categorical features, where each (example, field) finds its row among
+// them, and the rows pulled from the PS.
+struct PreparedBatch {
+  Batch examples;
+  std::vector<uint64_t> unique_keys;
+  std::vector<uint32_t> offsets;  // examples.size() * num_fields + 1
+  std::vector<uint32_t> rows;     // into unique_keys
+  std::vector<float> embeddings;  // unique_keys.size() x embedding_dim
+  int epoch = 0;                  // of the pipeline's epochs, from 0
+
+  // A view for DenseModel; valid while this batch lives.
+  ModelBatch View() const;
+};
+
+// Fills unique_keys, offsets and rows of `batch` from its examples'
+// single-hot keys (kCriteoNumCategorical per example), keys in order of
+// first appearance.
+void IndexKeys(PreparedBatch* batch);
+
+struct BatchPipelineOptions {
+  CriteoReaderOptions reader;
+  int epochs = 1;
+  // Batches to skip at the start (resuming from a checkpoint): read and
+  // dropped without a pull.
+  int64_t skip_batches = 0;
+  // Batches read and pulled ahead of the one being trained; 0 runs each
+  // Next() synchronously on the caller's thread.
+  int depth = 1;
+  std::string table;
+  int embedding_dim = 16;
+  PsClient* ps = nullptr;  // not owned
+};
+
+// Reads, indexes and pulls batches on a background thread so that the next
+// batches' input and pull overlap the current step's compute. Next() hands
+// them out in order. Thread-safe for one consumer.
+class BatchPipeline {
+ public:
+  static absl::StatusOr<std::unique_ptr<BatchPipeline>> Start(
+      BatchPipelineOptions options);
+  ~BatchPipeline();
+  BatchPipeline(const BatchPipeline&) = delete;
+  BatchPipeline& operator=(const BatchPipeline&) = delete;
+
+  // The next batch, or null once every epoch has been read. An error of
+  // the reader or of a pull ends the pipeline and is returned here.
+  absl::StatusOr<std::unique_ptr<PreparedBatch>> Next();
+
+  // Malformed lines skipped so far (reader statistics).
+  int64_t malformed_lines() const;
+
+ private:
+  explicit BatchPipeline(BatchPipelineOptions options);
+  // One batch (or null at the end) read and pulled on the calling thread.
+  absl::StatusOr<std::unique_ptr<PreparedBatch>> Produce();
+  void Loop();
+
+  const BatchPipelineOptions options_;
+  std::unique_ptr<CriteoReader> reader_;  // used by one thread at a time
+  int epoch_ = 0;
+  int64_t skipped_ = 0;
+
+  mutable absl::Mutex mu_;
+  std::deque<std::unique_ptr<PreparedBatch>> ready_ ABSL_GUARDED_BY(mu_);
+  absl::Status error_ ABSL_GUARDED_BY(mu_);
+  bool done_ ABSL_GUARDED_BY(mu_) = false;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t malformed_ ABSL_GUARDED_BY(mu_) = 0;
+  std::thread thread_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_WORKER_TRAINING_BATCH_PIPELINE_H_

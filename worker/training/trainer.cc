@@ -1,0 +1,344 @@
+#include "worker/training/trainer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/file_system.h"
+#include "common/logging.h"
+#include "worker/collective/collective.h"
+#include "worker/data/metrics.h"
+#include "worker/ps_client.h"
+#include "worker/training/async_pusher.h"
+#include "worker/training/batch_pipeline.h"
+#include "worker/training/dense_checkpoint.h"
+
+namespace strata {
+namespace {
+
+// Integers travel through float collectives as their bit patterns
+// (Broadcast copies bytes; it never adds them).
+constexpr size_t kFloatsPerInt = sizeof(int64_t) / sizeof(float);
+
+void PutInt(int64_t value, float* out) {
+  std::memcpy(out, &value, sizeof(value));
+}
+
+int64_t GetInt(const float* in) {
+  int64_t value;
+  std::memcpy(&value, in, sizeof(value));
+  return value;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
+    TrainerOptions options, PsClient* ps, Collective* collective,
+    std::unique_ptr<DenseModel> model) {
+  if (ps == nullptr || collective == nullptr || model == nullptr) {
+    return absl::InvalidArgumentError(
+        "trainer needs a PS, a collective and a "
+        "model");
+  }
+  if (options.epochs < 1 || options.staleness < 0 || options.max_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "epochs (", options.epochs, ") must be >= 1, staleness (",
+        options.staleness, ") and max_steps (", options.max_steps, ") >= 0"));
+  }
+  if (options.restore && options.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("restore needs a checkpoint directory");
+  }
+  options.train.rank = collective->rank();
+  options.train.world_size = collective->world_size();
+  auto optimizer = DenseOptimizer::Create(options.dense_optimizer,
+                                          model->layout().num_parameters);
+  if (!optimizer.ok()) return optimizer.status();
+  return std::unique_ptr<Trainer>(new Trainer(std::move(options), ps,
+                                              collective, std::move(model),
+                                              std::move(*optimizer)));
+}
+
+Trainer::Trainer(TrainerOptions options, PsClient* ps, Collective* collective,
+                 std::unique_ptr<DenseModel> model,
+                 std::unique_ptr<DenseOptimizer> optimizer)
+    : options_(std::move(options)),
+      ps_(ps),
+      collective_(collective),
+      model_(std::move(model)),
+      optimizer_(std::move(optimizer)),
+      fs_(options_.fs != nullptr ? options_.fs : FileSystem::Default()),
+      parameters_(InitialDenseParameters(options_.model)) {}
+
+Trainer::~Trainer() = default;
+
+absl::Status Trainer::Setup() {
+  if (collective_->rank() == 0) {
+    v1::TableConfig config = options_.table_config;
+    config.set_name(options_.table);
+    config.set_dim(options_.model.embedding_dim);
+    if (absl::Status s = ps_->CreateTable(config); !s.ok()) return s;
+    if (options_.restore) {
+      if (absl::Status s = RestoreFromCheckpoint(); !s.ok()) return s;
+    }
+  }
+  // Everyone starts from rank 0's state (and after rank 0 made the table).
+  return SyncStateFromRankZero();
+}
+
+absl::Status Trainer::RestoreFromCheckpoint() {
+  auto checkpoint = ReadLatestDenseCheckpoint(fs_, options_.checkpoint_dir);
+  if (!checkpoint.ok()) return checkpoint.status();
+  const std::string description = DescribeModel(options_.model);
+  if (checkpoint->model_description != description) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint is of another model (", checkpoint->model_description,
+        "); this run has ", description));
+  }
+  if (absl::Status s = optimizer_->RestoreState(checkpoint->optimizer_state);
+      !s.ok()) {
+    return s;
+  }
+  auto restored = ps_->Restore(checkpoint->ps_checkpoint_id);
+  if (!restored.ok()) return restored.status();
+  parameters_ = std::move(checkpoint->parameters);
+  step_ = checkpoint->global_step;
+  epoch_ = checkpoint->epoch;
+  batches_in_epoch_ = checkpoint->batches_in_epoch;
+  STRATA_LOG(INFO, "worker")
+      << "restored step " << step_ << " (epoch " << epoch_ << ", PS checkpoint "
+      << checkpoint->ps_checkpoint_id << ")";
+  return absl::OkStatus();
+}
+
+absl::Status Trainer::SyncStateFromRankZero() {
+  std::string state = optimizer_->SerializeState();
+  std::vector<float> buffer(3 * kFloatsPerInt + parameters_.size() +
+                            (state.size() + sizeof(float) - 1) / sizeof(float));
+  float* out = buffer.data();
+  PutInt(step_, out);
+  PutInt(epoch_, out + kFloatsPerInt);
+  PutInt(batches_in_epoch_, out + 2 * kFloatsPerInt);
+  out += 3 * kFloatsPerInt;
+  std::copy(parameters_.begin(), parameters_.end(), out);
+  std::memcpy(out + parameters_.size(), state.data(), state.size());
+  if (absl::Status s = collective_->Broadcast(absl::MakeSpan(buffer), 0);
+      !s.ok()) {
+    return s;
+  }
+  step_ = GetInt(buffer.data());
+  epoch_ = static_cast<int>(GetInt(buffer.data() + kFloatsPerInt));
+  batches_in_epoch_ = GetInt(buffer.data() + 2 * kFloatsPerInt);
+  const float* in = buffer.data() + 3 * kFloatsPerInt;
+  std::copy(in, in + parameters_.size(), parameters_.begin());
+  std::memcpy(state.data(), in + parameters_.size(), state.size());
+  if (absl::Status s = optimizer_->RestoreState(state); !s.ok()) return s;
+  return model_->SetParameters(parameters_);
+}
+
+absl::StatusOr<TrainingResult> Trainer::Run() {
+  if (absl::Status s = Setup(); !s.ok()) return s;
+  BatchPipelineOptions pipeline_options;
+  pipeline_options.reader = options_.train;
+  pipeline_options.epochs = options_.epochs - epoch_;
+  pipeline_options.skip_batches = batches_in_epoch_;
+  pipeline_options.depth = options_.staleness;
+  pipeline_options.table = options_.table;
+  pipeline_options.embedding_dim = options_.model.embedding_dim;
+  pipeline_options.ps = ps_;
+  if (pipeline_options.epochs < 1) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the checkpoint has finished ", epoch_,
+                     " epochs; nothing left of ", options_.epochs));
+  }
+  auto pipeline = BatchPipeline::Start(pipeline_options);
+  if (!pipeline.ok()) return pipeline.status();
+  pusher_ = std::make_unique<AsyncPusher>(ps_, options_.table,
+                                          std::max(1, options_.staleness));
+  AsyncPusher& pusher = *pusher_;
+  current_epoch_ = epoch_;
+
+  const size_t n = parameters_.size();
+  const int dim = options_.model.embedding_dim;
+  std::vector<float> reduce(n + 2);
+  std::vector<float> row_gradients, probabilities;
+  const absl::Time start = options_.clock->Now();
+  interval_start_ = start;
+  int last_epoch = 0;
+  bool data_exhausted = false;
+  while (options_.max_steps == 0 || step_ < options_.max_steps) {
+    auto batch = (*pipeline)->Next();
+    if (!batch.ok()) return batch.status();
+    PreparedBatch* b = batch->get();
+    std::fill(reduce.begin(), reduce.end(), 0.0f);
+    if (b != nullptr) {
+      if (b->epoch != last_epoch) {
+        last_epoch = b->epoch;
+        batches_in_epoch_ = 0;
+      }
+      row_gradients.resize(b->unique_keys.size() * dim);
+      probabilities.resize(b->examples.size());
+      auto loss = model_->ForwardBackward(
+          b->View(), absl::MakeSpan(reduce.data(), n),
+          absl::MakeSpan(row_gradients), absl::MakeSpan(probabilities));
+      if (!loss.ok()) return loss.status();
+      reduce[n] = static_cast<float>(b->examples.size());
+      reduce[n + 1] = static_cast<float>(*loss);
+    }
+    if (absl::Status s = collective_->AllreduceSum(absl::MakeSpan(reduce));
+        !s.ok()) {
+      return s;
+    }
+    const double global_examples = reduce[n];
+    if (global_examples == 0) {  // every rank is out of data
+      data_exhausted = true;
+      break;
+    }
+    const float scale = static_cast<float>(1.0 / global_examples);
+    for (size_t i = 0; i < n; ++i) reduce[i] *= scale;
+    if (absl::Status s = optimizer_->Apply(absl::MakeSpan(reduce.data(), n),
+                                           absl::MakeSpan(parameters_));
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = model_->SetParameters(parameters_); !s.ok()) return s;
+    if (b != nullptr) {
+      for (float& g : row_gradients) g *= scale;
+      if (absl::Status s =
+              pusher.Push(std::move(b->unique_keys), std::move(row_gradients));
+          !s.ok()) {
+        return s;
+      }
+      ++batches_in_epoch_;
+      current_epoch_ = epoch_ + b->epoch;
+    }
+    if (options_.staleness == 0) {
+      // Synchronous: every rank's pushes land before anyone pulls again.
+      if (absl::Status s = pusher.Drain(); !s.ok()) return s;
+      if (absl::Status s = collective_->Barrier(); !s.ok()) return s;
+    }
+    ++step_;
+    interval_examples_ += static_cast<int64_t>(global_examples);
+    interval_loss_ += reduce[n + 1];
+    if (options_.on_step) options_.on_step(step_, parameters_);
+
+    const EvalResult* eval = nullptr;
+    EvalResult eval_result;
+    if (options_.eval_every_steps > 0 &&
+        step_ % options_.eval_every_steps == 0 &&
+        !options_.eval_files.empty()) {
+      auto evaluated = Evaluate();
+      if (!evaluated.ok()) return evaluated.status();
+      eval_result = *evaluated;
+      eval = &eval_result;
+    }
+    if (options_.checkpoint_every_steps > 0 &&
+        step_ % options_.checkpoint_every_steps == 0 &&
+        !options_.checkpoint_dir.empty()) {
+      if (absl::Status s = Checkpoint(); !s.ok()) return s;
+    }
+    if (eval != nullptr ||
+        options_.clock->Now() - interval_start_ >= options_.progress_interval) {
+      ReportProgress(eval);
+    }
+  }
+  if (absl::Status s = pusher.Drain(); !s.ok()) return s;
+  if (absl::Status s = collective_->Barrier(); !s.ok()) return s;
+
+  TrainingResult result;
+  result.seconds = absl::ToDoubleSeconds(options_.clock->Now() - start);
+  if (!options_.eval_files.empty()) {
+    auto evaluated = Evaluate();
+    if (!evaluated.ok()) return evaluated.status();
+    result.eval = *evaluated;
+  }
+  ReportProgress(result.eval.examples > 0 ? &result.eval : nullptr);
+  if (!options_.checkpoint_dir.empty()) {
+    if (data_exhausted) {
+      // Every epoch is done: a restore with more --epochs starts the next.
+      current_epoch_ = options_.epochs;
+      batches_in_epoch_ = 0;
+    }
+    if (absl::Status s = Checkpoint(); !s.ok()) return s;
+  }
+  result.steps = step_;
+  result.examples = run_examples_;
+  result.samples_per_second =
+      result.seconds > 0 ? run_examples_ / result.seconds : 0;
+  result.final_loss = last_loss_;
+  result.malformed_lines = (*pipeline)->malformed_lines();
+  return result;
+}
+
+void Trainer::ReportProgress(const EvalResult* eval) {
+  const absl::Time now = options_.clock->Now();
+  const double seconds = absl::ToDoubleSeconds(now - interval_start_);
+  ProgressReport report;
+  report.step = step_;
+  report.epoch = current_epoch_;
+  run_examples_ += interval_examples_;
+  report.examples = run_examples_;
+  report.samples_per_second = seconds > 0 ? interval_examples_ / seconds : 0;
+  if (interval_examples_ > 0) last_loss_ = interval_loss_ / interval_examples_;
+  report.loss = last_loss_;
+  report.eval = eval;
+  interval_start_ = now;
+  interval_examples_ = 0;
+  interval_loss_ = 0;
+  if (options_.on_progress) {
+    options_.on_progress(report);
+    return;
+  }
+  if (collective_->rank() != 0) return;
+  std::string line = absl::StrFormat(
+      "step %d epoch %d examples %d samples/s %.0f loss %.5f", report.step,
+      report.epoch, report.examples, report.samples_per_second, report.loss);
+  if (eval != nullptr) {
+    absl::StrAppendFormat(&line, " eval_auc %.5f eval_logloss %.5f", eval->auc,
+                          eval->log_loss);
+  }
+  STRATA_LOG(INFO, "worker") << line;
+}
+
+absl::Status Trainer::Checkpoint() {
+  // Every rank's pushes of every step so far are in before the PS snapshot.
+  if (pusher_ != nullptr) {
+    if (absl::Status s = pusher_->Drain(); !s.ok()) return s;
+  }
+  if (absl::Status s = collective_->Barrier(); !s.ok()) return s;
+  absl::Status status;
+  if (collective_->rank() == 0) {
+    DenseCheckpoint checkpoint;
+    checkpoint.global_step = step_;
+    checkpoint.epoch = current_epoch_;
+    checkpoint.batches_in_epoch = batches_in_epoch_;
+    checkpoint.ps_checkpoint_id = absl::StrCat(
+        "step-", step_, "-", absl::ToUnixMillis(options_.clock->Now()));
+    checkpoint.model_description = DescribeModel(options_.model);
+    checkpoint.parameters = parameters_;
+    checkpoint.optimizer_state = optimizer_->SerializeState();
+    auto taken = ps_->Checkpoint(checkpoint.ps_checkpoint_id, step_);
+    status = taken.status();
+    if (status.ok()) {
+      status = WriteDenseCheckpoint(fs_, options_.checkpoint_dir, checkpoint);
+    }
+    if (status.ok()) {
+      STRATA_LOG(INFO, "worker") << "checkpoint at step " << step_ << ": "
+                                 << checkpoint.ps_checkpoint_id;
+    }
+  }
+  // Rank 0's outcome reaches everyone, so all ranks stop or go on together.
+  std::vector<float> failed = {status.ok() ? 0.0f : 1.0f};
+  if (absl::Status s = collective_->AllreduceSum(absl::MakeSpan(failed));
+      !s.ok()) {
+    return s;
+  }
+  if (!status.ok()) return status;
+  if (failed[0] != 0) {
+    return absl::AbortedError("rank 0 failed to write the checkpoint");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace strata

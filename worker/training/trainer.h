@@ -1,0 +1,149 @@
+#ifndef STRATA_WORKER_TRAINING_TRAINER_H_
+#define STRATA_WORKER_TRAINING_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/clock.h"
+#include "proto/strata.pb.h"
+#include "worker/data/criteo_reader.h"
+#include "worker/model/dense_model.h"
+#include "worker/model/dense_optimizer.h"
+
+namespace strata {
+
+class AsyncPusher;
+class Collective;
+class FileSystem;
+class PsClient;
+
+struct EvalResult {
+  int64_t examples = 0;
+  double auc = 0;
+  double log_loss = 0;
+};
+
+// What a rank reports at each progress interval (the same numbers on every
+// rank: they are allreduced).
+struct ProgressReport {
+  int64_t step = 0;
+  int epoch = 0;
+  int64_t examples = 0;              // all ranks, since the start of this run
+  double samples_per_second = 0;     // all ranks, over the last interval
+  double loss = 0;                   // mean over the last interval's examples
+  const EvalResult* eval = nullptr;  // when an evaluation just ran
+};
+
+struct TrainingResult {
+  int64_t steps = 0;     // global step at the end (restored steps included)
+  int64_t examples = 0;  // trained in this run, all ranks
+  double seconds = 0;
+  double samples_per_second = 0;
+  double final_loss = 0;        // mean over the last progress interval
+  EvalResult eval;              // examples == 0 when there is no eval set
+  int64_t malformed_lines = 0;  // this rank's
+};
+
+struct TrainerOptions {
+  ModelConfig model;
+  DenseOptimizerConfig dense_optimizer;
+  // The embedding table of every categorical field (keys of different
+  // fields never collide). Created by rank 0 when missing; name and dim are
+  // filled in from `table` and the model.
+  std::string table = "dlrm_embeddings";
+  v1::TableConfig table_config;
+  // Training files and batch size; rank and world_size are set from the
+  // collective.
+  CriteoReaderOptions train;
+  std::vector<std::string> eval_files;
+  int epochs = 1;
+  int64_t max_steps = 0;         // 0: no limit
+  int64_t eval_every_steps = 0;  // 0: only at the end
+  absl::Duration progress_interval = absl::Seconds(10);
+  // 0: synchronous (each pull sees every rank's pushes of earlier steps).
+  // k >= 1: the next k batches are pulled while a step computes and up to k
+  // pushes are in flight.
+  int staleness = 1;
+  std::string checkpoint_dir;  // rank 0's dense checkpoints; empty: none
+  int64_t checkpoint_every_steps = 0;  // 0: only at the end
+  bool restore = false;                // resume from checkpoint_dir's LATEST
+  Clock* clock = Clock::Real();
+  FileSystem* fs = nullptr;  // default: FileSystem::Default()
+  // Called on every rank after every step with the new dense parameters
+  // (tests compare ranks).
+  std::function<void(int64_t step, absl::Span<const float> parameters)> on_step;
+  // Called at every progress interval; default: a log line on rank 0.
+  std::function<void(const ProgressReport&)> on_progress;
+};
+
+// The training loop of one rank: data-parallel DLRM training with the
+// embeddings on the PS and the dense parameters replicated.
+//
+// Each step: take the next prepared batch (read and pulled ahead by a
+// BatchPipeline), forward and backward, allreduce the dense gradient with
+// the example and loss counts, divide by the global example count, apply
+// the dense optimizer (same on every rank), and push the batch's row
+// gradients (also divided by the global count) through an AsyncPusher.
+// A rank out of data contributes zeros; training ends when every rank is.
+// Not thread-safe; the objects passed in must outlive the trainer.
+class Trainer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(
+      TrainerOptions options, PsClient* ps, Collective* collective,
+      std::unique_ptr<DenseModel> model);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // Trains to the end (epochs or max_steps). Every rank must call it.
+  absl::StatusOr<TrainingResult> Run();
+
+  // Exact AUC and log loss of the current model on eval_files, each rank
+  // predicting a slice. Every rank must call it at the same point.
+  absl::StatusOr<EvalResult> Evaluate();
+
+ private:
+  Trainer(TrainerOptions options, PsClient* ps, Collective* collective,
+          std::unique_ptr<DenseModel> model,
+          std::unique_ptr<DenseOptimizer> optimizer);
+
+  absl::Status Setup();
+  absl::Status RestoreFromCheckpoint();
+  absl::Status SyncStateFromRankZero();
+  absl::Status Checkpoint();
+  absl::Status PredictSlice(size_t begin, size_t end,
+                            std::vector<float>* predictions);
+  void ReportProgress(const EvalResult* eval);
+
+  TrainerOptions options_;
+  PsClient* const ps_;
+  Collective* const collective_;
+  std::unique_ptr<DenseModel> model_;
+  std::unique_ptr<DenseOptimizer> optimizer_;
+  FileSystem* fs_;
+
+  std::vector<float> parameters_;
+  int64_t step_ = 0;
+  int epoch_ = 0;                     // epochs finished before this run's data
+  int64_t batches_in_epoch_ = 0;      // this rank's, of the current epoch
+  std::unique_ptr<Batch> eval_data_;  // loaded on first Evaluate
+  std::unique_ptr<AsyncPusher> pusher_;  // while Run runs
+
+  // Progress accounting since the last report.
+  absl::Time interval_start_;
+  int64_t interval_examples_ = 0;
+  double interval_loss_ = 0;
+  int64_t run_examples_ = 0;
+  double last_loss_ = 0;
+  int current_epoch_ = 0;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_WORKER_TRAINING_TRAINER_H_

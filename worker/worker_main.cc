@@ -1,0 +1,152 @@
+// strata-worker: one rank of a data-parallel training job. Pulls embedding
+// rows from the training shards, trains the dense DLRM model, allreduces the
+// dense gradients with the other ranks (Gloo on CPU, NCCL on GPU) and pushes
+// sparse gradients back.
+
+#include <cblas.h>
+
+#include <csignal>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/client_flags.h"
+#include "common/command_line.h"
+#include "common/logging.h"
+#include "worker/collective/collective.h"
+#include "worker/collective/gloo_collective.h"
+#include "worker/collective/rendezvous.h"
+#include "worker/ps_client.h"
+#include "worker/training/trainer.h"
+#include "worker/worker_options.h"
+
+namespace strata {
+namespace {
+
+constexpr int kExitTrainingFailed = 1;
+
+int UsageError(const std::string& message) {
+  std::fprintf(stderr, "strata-worker: %s (see --help)\n", message.c_str());
+  return kUsageExitCode;
+}
+
+absl::StatusOr<std::unique_ptr<Collective>> MakeCollective(
+    const WorkerFlags& flags, const ClientSecurity& security) {
+  if (flags.num_workers == 1) return CreateLocalCollective();
+  RendezvousClientOptions rendezvous_options;
+  rendezvous_options.address = flags.rendezvous;
+  rendezvous_options.tls_ca_file = security.tls_ca_file;
+  rendezvous_options.tls_client_cert_file = security.tls_client_cert_file;
+  rendezvous_options.tls_client_key_file = security.tls_client_key_file;
+  rendezvous_options.auth_token = security.auth_token;
+  auto rendezvous = CreateGrpcRendezvousClient(rendezvous_options);
+  if (!rendezvous.ok()) return rendezvous.status();
+  if (flags.device == "cuda") {
+    return CreateDeviceCollective(flags, rendezvous->get());
+  }
+  GlooCollectiveOptions options;
+  options.rank = flags.rank;
+  options.world_size = flags.num_workers;
+  options.rendezvous = rendezvous->get();
+  options.job_id = flags.job_id;
+  options.host = flags.host;
+  options.timeout = flags.collective_timeout;
+  return CreateGlooCollective(options);
+}
+
+int Run(const WorkerFlags& flags) {
+  auto security = ClientSecurityFromFlags();
+  if (!security.ok()) {
+    std::fprintf(stderr, "strata-worker: %s\n",
+                 std::string(security.status().message()).c_str());
+    return kExitTrainingFailed;
+  }
+  openblas_set_num_threads(flags.compute_threads);
+
+  PsClientOptions ps_options;
+  ps_options.shard_addresses = flags.shards;
+  ps_options.rpc_timeout = flags.ps_rpc_timeout;
+  ps_options.retry_deadline = flags.ps_retry_deadline;
+  ps_options.client_id = absl::StrCat(flags.job_id, "/worker-", flags.rank);
+  ps_options.tls_ca_file = security->tls_ca_file;
+  ps_options.tls_client_cert_file = security->tls_client_cert_file;
+  ps_options.tls_client_key_file = security->tls_client_key_file;
+  ps_options.auth_token = security->auth_token;
+  auto ps = PsClient::Create(ps_options);
+  auto fail = [&](absl::string_view what, const absl::Status& status) {
+    STRATA_LOG(ERROR, "worker")
+        << "rank " << flags.rank << ": " << what << ": " << status;
+    return kExitTrainingFailed;
+  };
+  if (!ps.ok()) return fail("PS client", ps.status());
+
+  auto model =
+      flags.device == "cuda"
+          ? CreateCudaDenseModel(flags.trainer.model, flags.cuda_device)
+          : CreateCpuDenseModel(flags.trainer.model);
+  if (!model.ok()) return fail("model", model.status());
+  STRATA_LOG(INFO, "worker")
+      << "rank " << flags.rank << " of " << flags.num_workers << " on "
+      << (*model)->device_name() << ", " << DescribeModel(flags.trainer.model)
+      << ", " << flags.shards.size() << " shards, batch "
+      << flags.trainer.train.batch_size << ", staleness "
+      << flags.trainer.staleness;
+
+  auto collective = MakeCollective(flags, *security);
+  if (!collective.ok()) return fail("joining the job", collective.status());
+  STRATA_LOG(INFO, "worker")
+      << "rank " << flags.rank << " joined " << (*collective)->world_size()
+      << " ranks over " << (*collective)->backend();
+
+  auto trainer = Trainer::Create(flags.trainer, ps->get(), collective->get(),
+                                 std::move(*model));
+  if (!trainer.ok()) return fail("trainer", trainer.status());
+  auto result = (*trainer)->Run();
+  if (!result.ok()) return fail("training", result.status());
+
+  std::string summary = absl::StrFormat(
+      "done: %d steps, %d examples in %.1f s (%.0f samples/s), loss %.5f",
+      result->steps, result->examples, result->seconds,
+      result->samples_per_second, result->final_loss);
+  if (result->eval.examples > 0) {
+    absl::StrAppendFormat(&summary, ", eval AUC %.5f log loss %.5f on %d",
+                          result->eval.auc, result->eval.log_loss,
+                          result->eval.examples);
+  }
+  if (result->malformed_lines > 0) {
+    absl::StrAppend(&summary, ", ", result->malformed_lines,
+                    " malformed lines skipped");
+  }
+  STRATA_LOG(INFO, "worker") << "rank " << flags.rank << " " << summary;
+  if (!flags.result_file.empty()) {
+    if (absl::Status s = WriteResultFile(flags.result_file, *result); !s.ok()) {
+      return fail("writing --result_file", s);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  // A peer rank that dies mid-write must surface as an error from the
+  // collective, not kill this rank with SIGPIPE (Gloo writes with writev).
+  std::signal(SIGPIPE, SIG_IGN);
+  strata::ParseCommandLine(
+      "strata-worker: one rank of a Strata training job.\n"
+      "  strata-worker --shards=H:P,H:P --rank=R --num_workers=N "
+      "--train_files=F [--eval_files=F] [flags]",
+      argc, argv);
+  auto flags = strata::WorkerFlagsFromCommandLine();
+  if (!flags.ok()) {
+    return strata::UsageError(std::string(flags.status().message()));
+  }
+  return strata::Run(*flags);
+}

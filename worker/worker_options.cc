@@ -1,0 +1,284 @@
+#include "worker/worker_options.h"
+
+#include <cstdint>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "common/file_system.h"
+#ifdef STRATA_WITH_CUDA
+#include "worker/collective/nccl_collective.h"
+#endif
+
+ABSL_FLAG(std::string, shards, "",
+          "Comma-separated host:port of every training shard, in shard "
+          "order (required).");
+ABSL_FLAG(int, rank, 0, "This worker's rank, 0..num_workers-1.");
+ABSL_FLAG(int, num_workers, 1, "Number of worker ranks in the job.");
+ABSL_FLAG(std::string, rendezvous, "",
+          "host:port of the shard whose rendezvous service the ranks meet "
+          "through; default: the first of --shards.");
+ABSL_FLAG(std::string, job_id, "strata-job",
+          "Names this job at the rendezvous. Give each run its own (e.g. with "
+          "a timestamp), so that ranks never meet a former run's addresses.");
+ABSL_FLAG(std::string, host, "127.0.0.1",
+          "Address this rank listens on for its peers (Gloo TCP).");
+ABSL_FLAG(std::string, train_files, "",
+          "Comma-separated Criteo-format training files (required); ranks "
+          "take alternate lines.");
+ABSL_FLAG(std::string, eval_files, "",
+          "Comma-separated held-out files for exact AUC and log loss.");
+ABSL_FLAG(bool, strict, false,
+          "Stop at the first malformed line instead of skipping it.");
+ABSL_FLAG(int, batch_size, 1024, "Examples per rank per step.");
+ABSL_FLAG(int, epochs, 1, "Passes over the training files.");
+ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many steps; 0: no limit.");
+ABSL_FLAG(int, embedding_dim, 16, "Embedding dimension of every field.");
+ABSL_FLAG(std::string, bottom_mlp, "64",
+          "Hidden widths of the bottom MLP (a last layer of embedding_dim is "
+          "added).");
+ABSL_FLAG(std::string, top_mlp, "128,64",
+          "Hidden widths of the top MLP (a last layer of 1 is added).");
+ABSL_FLAG(std::string, interaction, "dot", "dot or concat.");
+ABSL_FLAG(std::string, pooling, "sum", "Multi-hot pooling: sum or mean.");
+ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial dense parameters and rows.");
+ABSL_FLAG(std::string, dense_optimizer, "adam", "adam or adagrad.");
+ABSL_FLAG(double, dense_learning_rate, 1e-3, "Dense learning rate.");
+ABSL_FLAG(std::string, table, "dlrm_embeddings",
+          "PS table of the embeddings (created by rank 0 when missing).");
+ABSL_FLAG(std::string, sparse_optimizer, "adagrad",
+          "Optimizer of the embedding rows on the PS: sgd, adagrad, adam or "
+          "ftrl.");
+ABSL_FLAG(double, sparse_learning_rate, 0.05, "Learning rate of the rows.");
+ABSL_FLAG(double, sparse_initial_accumulator, 0.1,
+          "Adagrad's starting squared-gradient sum per row value. Gradients "
+          "are means over the global batch, so a row's are small: a smaller "
+          "value lets rare rows move sooner.");
+ABSL_FLAG(double, sparse_init_stddev, 0.01,
+          "Rows start truncated-normal with this standard deviation.");
+ABSL_FLAG(int, staleness, 1,
+          "0: synchronous pulls and pushes; k >= 1: the next k batches are "
+          "pulled during a step and k pushes may be in flight.");
+ABSL_FLAG(int64_t, eval_every_steps, 0,
+          "Evaluate every this many steps (and at the end); 0: at the end.");
+ABSL_FLAG(double, progress_interval_s, 10,
+          "Seconds between progress lines (rank 0).");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Where rank 0 writes dense checkpoints, each taken with a PS "
+          "checkpoint at the same step; empty: no checkpoints.");
+ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
+          "Checkpoint every this many steps (and at the end).");
+ABSL_FLAG(bool, restore, false,
+          "Resume from the latest checkpoint in --checkpoint_dir (PS shards "
+          "are restored to it).");
+ABSL_FLAG(std::string, device, "cpu", "cpu or cuda.");
+ABSL_FLAG(int, cuda_device, 0, "GPU of this rank with --device=cuda.");
+ABSL_FLAG(int, compute_threads, 1, "BLAS threads of the dense math.");
+ABSL_FLAG(double, ps_rpc_timeout_s, 10, "Deadline of each PS call.");
+ABSL_FLAG(double, ps_retry_deadline_s, 60,
+          "How long an unavailable shard is retried before the worker stops "
+          "with an error.");
+ABSL_FLAG(double, collective_timeout_s, 300,
+          "How long to wait for the other ranks (joining, each allreduce).");
+ABSL_FLAG(std::string, result_file, "", "Write the final result as JSON here.");
+
+namespace strata {
+namespace {
+
+absl::StatusOr<std::vector<int>> ParseWidths(const std::string& flag,
+                                             const std::string& text) {
+  std::vector<int> widths;
+  for (absl::string_view part : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    int width;
+    if (!absl::SimpleAtoi(part, &width) || width < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--", flag, ": \"", part, "\" is not a width >= 1"));
+    }
+    widths.push_back(width);
+  }
+  return widths;
+}
+
+std::vector<std::string> SplitList(const std::string& text) {
+  return absl::StrSplit(text, ',', absl::SkipEmpty());
+}
+
+absl::StatusOr<v1::OptimizerType> ParseSparseOptimizer(
+    const std::string& name) {
+  if (name == "sgd") return v1::SGD;
+  if (name == "adagrad") return v1::ADAGRAD;
+  if (name == "adam") return v1::ADAM;
+  if (name == "ftrl") return v1::FTRL;
+  return absl::InvalidArgumentError(
+      absl::StrCat("--sparse_optimizer: unknown \"", name,
+                   "\" (want sgd, adagrad, adam or ftrl)"));
+}
+
+absl::Status ReadModelFlags(WorkerFlags* flags) {
+  ModelConfig& model = flags->trainer.model;
+  model.embedding_dim = absl::GetFlag(FLAGS_embedding_dim);
+  model.seed = absl::GetFlag(FLAGS_seed);
+  auto bottom = ParseWidths("bottom_mlp", absl::GetFlag(FLAGS_bottom_mlp));
+  if (!bottom.ok()) return bottom.status();
+  model.bottom_hidden = *bottom;
+  auto top = ParseWidths("top_mlp", absl::GetFlag(FLAGS_top_mlp));
+  if (!top.ok()) return top.status();
+  model.top_hidden = *top;
+  auto interaction = ParseInteraction(absl::GetFlag(FLAGS_interaction));
+  if (!interaction.ok()) return interaction.status();
+  model.interaction = *interaction;
+  auto pooling = ParsePooling(absl::GetFlag(FLAGS_pooling));
+  if (!pooling.ok()) return pooling.status();
+  model.pooling = *pooling;
+  if (absl::Status s = ValidateModelConfig(model); !s.ok()) return s;
+
+  DenseOptimizerConfig& dense = flags->trainer.dense_optimizer;
+  auto kind = ParseDenseOptimizerKind(absl::GetFlag(FLAGS_dense_optimizer));
+  if (!kind.ok()) return kind.status();
+  dense.kind = *kind;
+  dense.learning_rate =
+      static_cast<float>(absl::GetFlag(FLAGS_dense_learning_rate));
+  if (!(dense.learning_rate > 0)) {
+    return absl::InvalidArgumentError("--dense_learning_rate must be > 0");
+  }
+
+  v1::TableConfig& table = flags->trainer.table_config;
+  auto sparse = ParseSparseOptimizer(absl::GetFlag(FLAGS_sparse_optimizer));
+  if (!sparse.ok()) return sparse.status();
+  table.mutable_optimizer()->set_type(*sparse);
+  table.mutable_optimizer()->set_learning_rate(
+      static_cast<float>(absl::GetFlag(FLAGS_sparse_learning_rate)));
+  if (*sparse == v1::ADAGRAD) {
+    table.mutable_optimizer()->set_initial_accumulator(
+        static_cast<float>(absl::GetFlag(FLAGS_sparse_initial_accumulator)));
+  }
+  table.mutable_initializer()->set_type(v1::TRUNCATED_NORMAL);
+  table.mutable_initializer()->set_stddev(
+      static_cast<float>(absl::GetFlag(FLAGS_sparse_init_stddev)));
+  table.set_seed(model.seed);
+  flags->trainer.table = absl::GetFlag(FLAGS_table);
+  return absl::OkStatus();
+}
+
+absl::Status ReadTrainingFlags(WorkerFlags* flags) {
+  TrainerOptions& t = flags->trainer;
+  t.train.files = SplitList(absl::GetFlag(FLAGS_train_files));
+  if (t.train.files.empty()) {
+    return absl::InvalidArgumentError("--train_files is required");
+  }
+  t.eval_files = SplitList(absl::GetFlag(FLAGS_eval_files));
+  t.train.strict = absl::GetFlag(FLAGS_strict);
+  t.train.batch_size = absl::GetFlag(FLAGS_batch_size);
+  if (t.train.batch_size < 1) {
+    return absl::InvalidArgumentError("--batch_size must be >= 1");
+  }
+  t.epochs = absl::GetFlag(FLAGS_epochs);
+  t.max_steps = absl::GetFlag(FLAGS_max_steps);
+  t.staleness = absl::GetFlag(FLAGS_staleness);
+  t.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
+  t.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  t.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
+  t.restore = absl::GetFlag(FLAGS_restore);
+  const double progress = absl::GetFlag(FLAGS_progress_interval_s);
+  if (t.epochs < 1 || t.max_steps < 0 || t.staleness < 0 ||
+      t.eval_every_steps < 0 || t.checkpoint_every_steps < 0 ||
+      !(progress > 0)) {
+    return absl::InvalidArgumentError(
+        "--epochs must be >= 1, --progress_interval_s > 0 and --max_steps, "
+        "--staleness, --eval_every_steps, --checkpoint_every_steps >= 0");
+  }
+  if (t.restore && t.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError("--restore needs --checkpoint_dir");
+  }
+  t.progress_interval = absl::Seconds(progress);
+  return absl::OkStatus();
+}
+
+absl::Duration PositiveSeconds(double seconds) {
+  return seconds > 0 ? absl::Seconds(seconds) : absl::ZeroDuration();
+}
+
+}  // namespace
+
+absl::StatusOr<WorkerFlags> WorkerFlagsFromCommandLine() {
+  WorkerFlags flags;
+  flags.shards = SplitList(absl::GetFlag(FLAGS_shards));
+  if (flags.shards.empty()) {
+    return absl::InvalidArgumentError("--shards is required");
+  }
+  flags.rank = absl::GetFlag(FLAGS_rank);
+  flags.num_workers = absl::GetFlag(FLAGS_num_workers);
+  if (flags.num_workers < 1 || flags.rank < 0 ||
+      flags.rank >= flags.num_workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--rank=", flags.rank, " is not in 0..--num_workers-1 (",
+                     flags.num_workers, " workers)"));
+  }
+  flags.rendezvous = absl::GetFlag(FLAGS_rendezvous);
+  if (flags.rendezvous.empty()) flags.rendezvous = flags.shards[0];
+  flags.job_id = absl::GetFlag(FLAGS_job_id);
+  if (flags.job_id.empty()) {
+    return absl::InvalidArgumentError("--job_id must not be empty");
+  }
+  flags.host = absl::GetFlag(FLAGS_host);
+  flags.device = absl::GetFlag(FLAGS_device);
+  if (flags.device != "cpu" && flags.device != "cuda") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--device=", flags.device, ": want cpu or cuda"));
+  }
+  flags.cuda_device = absl::GetFlag(FLAGS_cuda_device);
+  flags.compute_threads = absl::GetFlag(FLAGS_compute_threads);
+  if (flags.compute_threads < 1) {
+    return absl::InvalidArgumentError("--compute_threads must be >= 1");
+  }
+  flags.ps_rpc_timeout = PositiveSeconds(absl::GetFlag(FLAGS_ps_rpc_timeout_s));
+  flags.ps_retry_deadline =
+      PositiveSeconds(absl::GetFlag(FLAGS_ps_retry_deadline_s));
+  flags.collective_timeout =
+      PositiveSeconds(absl::GetFlag(FLAGS_collective_timeout_s));
+  if (flags.ps_rpc_timeout == absl::ZeroDuration() ||
+      flags.collective_timeout == absl::ZeroDuration()) {
+    return absl::InvalidArgumentError(
+        "--ps_rpc_timeout_s and --collective_timeout_s must be > 0");
+  }
+  flags.result_file = absl::GetFlag(FLAGS_result_file);
+  if (absl::Status s = ReadModelFlags(&flags); !s.ok()) return s;
+  if (absl::Status s = ReadTrainingFlags(&flags); !s.ok()) return s;
+  return flags;
+}
+
+absl::StatusOr<std::unique_ptr<Collective>> CreateDeviceCollective(
+    const WorkerFlags& flags, RendezvousClient* rendezvous) {
+#ifdef STRATA_WITH_CUDA
+  NcclCollectiveOptions options;
+  options.rank = flags.rank;
+  options.world_size = flags.num_workers;
+  options.device = flags.cuda_device;
+  options.rendezvous = rendezvous;
+  options.job_id = flags.job_id;
+  options.timeout = flags.collective_timeout;
+  return CreateNcclCollective(options);
+#else
+  (void)flags;
+  (void)rendezvous;
+  return absl::FailedPreconditionError(
+      "--device=cuda: this build has no CUDA support");
+#endif
+}
+
+absl::Status WriteResultFile(const std::string& path,
+                             const TrainingResult& result) {
+  std::string json = absl::StrFormat(
+      "{\"steps\": %d, \"examples\": %d, \"seconds\": %.3f, "
+      "\"samples_per_second\": %.1f, \"final_loss\": %.6f, "
+      "\"eval_examples\": %d, \"eval_auc\": %.6f, \"eval_log_loss\": %.6f, "
+      "\"malformed_lines\": %d}\n",
+      result.steps, result.examples, result.seconds, result.samples_per_second,
+      result.final_loss, result.eval.examples, result.eval.auc,
+      result.eval.log_loss, result.malformed_lines);
+  return FileSystem::Default()->WriteFileAtomically(path, json);
+}
+
+}  // namespace strata
