@@ -3,10 +3,11 @@
 // dense gradients with the other ranks (Gloo on CPU, NCCL on GPU) and pushes
 // sparse gradients back.
 
-#include <cblas.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,7 +68,6 @@ int Run(const WorkerFlags& flags) {
                  std::string(security.status().message()).c_str());
     return kExitTrainingFailed;
   }
-  openblas_set_num_threads(flags.compute_threads);
 
   PsClientOptions ps_options;
   ps_options.shard_addresses = flags.shards;
@@ -136,6 +136,16 @@ int Run(const WorkerFlags& flags) {
 }  // namespace strata
 
 int main(int argc, char** argv) {
+  // OpenBLAS sizes its thread pool when it loads, from OPENBLAS_NUM_THREADS,
+  // and its idle threads spin (sched_yield) on cores that the training
+  // shards and this worker's input and push threads need: a few percent of
+  // throughput on a small machine. Unless the user chose, run again with one
+  // BLAS thread (ranks, not BLAS threads, are how workers scale).
+  if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
+    ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    ::execv("/proc/self/exe", argv);
+    // If exec fails, carry on with OpenBLAS's default pool.
+  }
   // A peer rank that dies mid-write must surface as an error from the
   // collective, not kill this rank with SIGPIPE (Gloo writes with writev).
   std::signal(SIGPIPE, SIG_IGN);

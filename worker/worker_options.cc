@@ -75,7 +75,6 @@ ABSL_FLAG(bool, restore, false,
           "are restored to it).");
 ABSL_FLAG(std::string, device, "cpu", "cpu or cuda.");
 ABSL_FLAG(int, cuda_device, 0, "GPU of this rank with --device=cuda.");
-ABSL_FLAG(int, compute_threads, 1, "BLAS threads of the dense math.");
 ABSL_FLAG(double, ps_rpc_timeout_s, 10, "Deadline of each PS call.");
 ABSL_FLAG(double, ps_retry_deadline_s, 60,
           "How long an unavailable shard is retried before the worker stops "
@@ -229,10 +228,6 @@ absl::StatusOr<WorkerFlags> WorkerFlagsFromCommandLine() {
         absl::StrCat("--device=", flags.device, ": want cpu or cuda"));
   }
   flags.cuda_device = absl::GetFlag(FLAGS_cuda_device);
-  flags.compute_threads = absl::GetFlag(FLAGS_compute_threads);
-  if (flags.compute_threads < 1) {
-    return absl::InvalidArgumentError("--compute_threads must be >= 1");
-  }
   flags.ps_rpc_timeout = PositiveSeconds(absl::GetFlag(FLAGS_ps_rpc_timeout_s));
   flags.ps_retry_deadline =
       PositiveSeconds(absl::GetFlag(FLAGS_ps_retry_deadline_s));

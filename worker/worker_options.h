@@ -23,7 +23,6 @@ struct WorkerFlags {
   std::string host;
   std::string device;  // "cpu" or "cuda"
   int cuda_device = 0;
-  int compute_threads = 1;
   absl::Duration ps_rpc_timeout;
   absl::Duration ps_retry_deadline;
   absl::Duration collective_timeout;

@@ -85,6 +85,7 @@ class DistributedTrainingTest : public ::testing::Test {
         absl::StrCat("--eval_files=", data_.holdout_file),
         "--batch_size=256",
         "--epochs=2",
+        "--staleness=0",
         "--sparse_optimizer=adam",
         "--sparse_learning_rate=0.01",
         "--dense_learning_rate=0.001",

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/model/dense_model.h"
+#include "worker/model/internal/cpu_kernels.h"
 
 namespace strata {
 namespace {
@@ -36,6 +37,34 @@ void MatMulTransB(int m, int n, int k, const float* a, const float* b,
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, k, n, 1.0f, a, n, b,
               n, 0.0f, c, k);
 }
+
+// Layers whose input is stored transposed ([inputs x batch], rows `ld`
+// floats apart):
+// C[m x n] = A^T * B (+ C if accumulate) with A^T stored [k x m].
+void MatMulFromTransposed(int m, int n, int k, const float* a_t, int ld,
+                          const float* b, float* c, bool accumulate) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, 1.0f, a_t, ld,
+              b, n, accumulate ? 1.0f : 0.0f, c, n);
+}
+
+// C[k x n] = A^T[k x m] * B[m x n]: the weight gradient.
+void MatMulTransposedInput(int m, int n, int k, const float* a_t, int ld,
+                           const float* b, float* c) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, k, n, m, 1.0f, a_t, ld,
+              b, n, 0.0f, c, n);
+}
+
+// C^T[k x m] = W[k x n] * G[m x n]^T: the input gradient, transposed.
+void MatMulToTransposed(int m, int n, int k, const float* w, const float* g,
+                        float* c_t, int ld) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, k, m, n, 1.0f, w, n, g,
+              n, 0.0f, c_t, ld);
+}
+
+// Floats between rows of a feature-major array of `batch` examples: padded
+// so that rows are not a power-of-two bytes apart, where the rows a loop
+// walks together would all fall in the same few cache sets.
+int FeatureMajorStride(int batch) { return (batch + 15) / 16 * 16 + 16; }
 
 class CpuDenseModel final : public DenseModel {
  public:
@@ -118,9 +147,11 @@ class CpuDenseModel final : public DenseModel {
   int vectors() const { return config_.num_fields + 1; }
   const float* logits() const { return top_out_.back().data(); }
 
-  // Activations y = relu?(x W + b) of `layers`, input `x` (batch x inputs).
+  // Activations y = relu?(x W + b) of `layers`. The first layer's input is
+  // x (batch x inputs) or, with x_transposed, x^T (inputs x batch).
   void ForwardMlp(const std::vector<DenseLayer>& layers, int batch,
-                  const float* x, std::vector<std::vector<float>>* outputs) {
+                  const float* x, bool x_transposed,
+                  std::vector<std::vector<float>>* outputs) {
     outputs->resize(layers.size());
     for (size_t l = 0; l < layers.size(); ++l) {
       const DenseLayer& layer = layers[l];
@@ -132,7 +163,12 @@ class CpuDenseModel final : public DenseModel {
         std::memcpy(&y[static_cast<size_t>(i) * layer.outputs], b,
                     sizeof(float) * layer.outputs);
       }
-      MatMul(batch, layer.outputs, layer.inputs, x, w, y.data(), true);
+      if (l == 0 && x_transposed) {
+        MatMulFromTransposed(batch, layer.outputs, layer.inputs, x,
+                             static_cast<int>(stride_), w, y.data(), true);
+      } else {
+        MatMul(batch, layer.outputs, layer.inputs, x, w, y.data(), true);
+      }
       if (layer.relu) {
         for (float& v : y) v = std::max(v, 0.0f);
       }
@@ -142,66 +178,66 @@ class CpuDenseModel final : public DenseModel {
 
   void Forward(const ModelBatch& batch) {
     const int n = batch.batch_size;
-    ForwardMlp(layout_.bottom, n, batch.dense.data(), &bottom_out_);
+    ForwardMlp(layout_.bottom, n, batch.dense.data(), false, &bottom_out_);
     PoolEmbeddings(batch);
     Interact(n);
-    ForwardMlp(layout_.top, n, interaction_.data(), &top_out_);
+    ForwardMlp(layout_.top, n, interaction_.data(), true, &top_out_);
   }
 
-  // vectors_[i] = (bottom output, pooled field 1, .., pooled field F).
+  // vectors_ holds the (F + 1) x dim vectors of every example feature-major
+  // (row k = value k of every example), so that the interaction's loops run
+  // over examples and vectorize: rows 0..dim-1 the bottom MLP's output, then
+  // the pooled fields.
   void PoolEmbeddings(const ModelBatch& batch) {
+    const int n = batch.batch_size;
     const int dim = config_.embedding_dim;
     const int fields = config_.num_fields;
-    const size_t stride = static_cast<size_t>(vectors()) * dim;
-    vectors_.assign(batch.batch_size * stride, 0.0f);
+    stride_ = FeatureMajorStride(n);
+    const size_t stride = stride_;
+    vectors_.assign(static_cast<size_t>(vectors()) * dim * stride, 0.0f);
     const float* bottom = bottom_out_.back().data();
-    for (int i = 0; i < batch.batch_size; ++i) {
-      float* v = &vectors_[i * stride];
-      std::memcpy(v, bottom + static_cast<size_t>(i) * dim,
-                  sizeof(float) * dim);
+    for (int i = 0; i < n; ++i) {
+      for (int d = 0; d < dim; ++d) {
+        vectors_[d * stride + i] = bottom[i * dim + d];
+      }
+    }
+    pooled_.resize(dim);
+    for (int i = 0; i < n; ++i) {
       for (int f = 0; f < fields; ++f) {
-        float* pooled = v + static_cast<size_t>(f + 1) * dim;
+        std::fill(pooled_.begin(), pooled_.end(), 0.0f);
         const size_t slot = static_cast<size_t>(i) * fields + f;
         const uint32_t begin = batch.offsets[slot];
         const uint32_t end = batch.offsets[slot + 1];
         for (uint32_t k = begin; k < end; ++k) {
           const float* row = batch.embeddings.data() +
                              static_cast<size_t>(batch.rows[k]) * dim;
+          float* pooled = pooled_.data();
           for (int d = 0; d < dim; ++d) pooled[d] += row[d];
         }
-        if (config_.pooling == Pooling::kMean && end - begin > 1) {
-          const float scale = 1.0f / (end - begin);
-          for (int d = 0; d < dim; ++d) pooled[d] *= scale;
-        }
+        const float scale = config_.pooling == Pooling::kMean && end - begin > 1
+                                ? 1.0f / (end - begin)
+                                : 1.0f;
+        float* column = &vectors_[(f + 1) * dim * stride + i];
+        for (int d = 0; d < dim; ++d) column[d * stride] = scale * pooled_[d];
       }
     }
   }
 
+  // interaction_ (width x batch, feature-major): the vectors themselves
+  // (concat), or the bottom output and the pairwise dots (dot).
   void Interact(int n) {
     const int dim = config_.embedding_dim;
-    const int count = vectors();
-    const size_t stride = static_cast<size_t>(count) * dim;
-    const int width = layout_.interaction_width;
-    interaction_.resize(static_cast<size_t>(n) * width);
-    for (int i = 0; i < n; ++i) {
-      const float* v = &vectors_[i * stride];
-      float* z = &interaction_[static_cast<size_t>(i) * width];
-      if (config_.interaction == Interaction::kConcat) {
-        std::memcpy(z, v, sizeof(float) * stride);
-        continue;
-      }
-      std::memcpy(z, v, sizeof(float) * dim);
-      float* dots = z + dim;
-      for (int a = 0; a < count; ++a) {
-        for (int b = a + 1; b < count; ++b) {
-          const float* va = v + static_cast<size_t>(a) * dim;
-          const float* vb = v + static_cast<size_t>(b) * dim;
-          float sum = 0;
-          for (int d = 0; d < dim; ++d) sum += va[d] * vb[d];
-          *dots++ = sum;
-        }
-      }
+    if (config_.interaction == Interaction::kConcat) {
+      interaction_ = vectors_;
+      return;
     }
+    const size_t stride = stride_;
+    interaction_.assign(layout_.interaction_width * stride, 0.0f);
+    std::copy(vectors_.begin(), vectors_.begin() + dim * stride,
+              interaction_.begin());
+    model_internal::DotInteractionBatch(vectors_.data(), vectors(), dim, n,
+                                        stride_,
+                                        interaction_.data() + dim * stride);
   }
 
   // Summed cross-entropy; logit_grad_ = p - y (gradient of the summed loss).
@@ -222,9 +258,10 @@ class CpuDenseModel final : public DenseModel {
 
   // Back through `layers` given d(output of the last layer) in `grad`
   // (overwritten); writes parameter gradients and, if `input_grad` is not
-  // null, d(input) (batch x inputs of the first layer).
+  // null, d(input) of the first layer, transposed like its input when
+  // input_transposed.
   void BackwardMlp(const std::vector<DenseLayer>& layers, int batch,
-                   const float* input,
+                   const float* input, bool input_transposed,
                    const std::vector<std::vector<float>>& outputs,
                    std::vector<float>* grad, float* dense_gradients,
                    std::vector<float>* input_grad) {
@@ -236,9 +273,15 @@ class CpuDenseModel final : public DenseModel {
           if (y[k] <= 0.0f) (*grad)[k] = 0.0f;
         }
       }
+      const bool transposed = l == 0 && input_transposed;
       const float* x = l == 0 ? input : outputs[l - 1].data();
-      MatMulTransA(batch, layer.outputs, layer.inputs, x, grad->data(),
-                   dense_gradients + layer.weight_offset);
+      float* dw = dense_gradients + layer.weight_offset;
+      if (transposed) {
+        MatMulTransposedInput(batch, layer.outputs, layer.inputs, x,
+                              static_cast<int>(stride_), grad->data(), dw);
+      } else {
+        MatMulTransA(batch, layer.outputs, layer.inputs, x, grad->data(), dw);
+      }
       float* db = dense_gradients + layer.bias_offset;
       std::fill(db, db + layer.outputs, 0.0f);
       for (int i = 0; i < batch; ++i) {
@@ -247,56 +290,46 @@ class CpuDenseModel final : public DenseModel {
       }
       if (l == 0 && input_grad == nullptr) break;
       std::vector<float>& next = l == 0 ? *input_grad : scratch_;
-      next.resize(static_cast<size_t>(batch) * layer.inputs);
+      next.resize(static_cast<size_t>(transposed ? stride_ : batch) *
+                  layer.inputs);
       const float* w = parameters_.data() + layer.weight_offset;
-      MatMulTransB(batch, layer.outputs, layer.inputs, grad->data(), w,
-                   next.data());
+      if (transposed) {
+        MatMulToTransposed(batch, layer.outputs, layer.inputs, w, grad->data(),
+                           next.data(), static_cast<int>(stride_));
+      } else {
+        MatMulTransB(batch, layer.outputs, layer.inputs, grad->data(), w,
+                     next.data());
+      }
       if (l > 0) grad->swap(scratch_);
     }
   }
 
-  // d(vectors) from d(interaction output).
+  // d(vectors), feature-major like vectors_, from d(interaction_).
   void BackwardInteraction(int n) {
     const int dim = config_.embedding_dim;
-    const int count = vectors();
-    const size_t stride = static_cast<size_t>(count) * dim;
-    const int width = layout_.interaction_width;
-    vector_grad_.assign(static_cast<size_t>(n) * stride, 0.0f);
-    for (int i = 0; i < n; ++i) {
-      const float* dz = &interaction_grad_[static_cast<size_t>(i) * width];
-      float* dv = &vector_grad_[i * stride];
-      if (config_.interaction == Interaction::kConcat) {
-        std::memcpy(dv, dz, sizeof(float) * stride);
-        continue;
-      }
-      const float* v = &vectors_[i * stride];
-      for (int d = 0; d < dim; ++d) dv[d] = dz[d];
-      const float* ddots = dz + dim;
-      for (int a = 0; a < count; ++a) {
-        for (int b = a + 1; b < count; ++b) {
-          const float g = *ddots++;
-          const float* va = v + static_cast<size_t>(a) * dim;
-          const float* vb = v + static_cast<size_t>(b) * dim;
-          float* dva = dv + static_cast<size_t>(a) * dim;
-          float* dvb = dv + static_cast<size_t>(b) * dim;
-          for (int d = 0; d < dim; ++d) {
-            dva[d] += g * vb[d];
-            dvb[d] += g * va[d];
-          }
-        }
-      }
+    if (config_.interaction == Interaction::kConcat) {
+      vector_grad_ = interaction_grad_;
+      return;
     }
+    const size_t stride = stride_;
+    vector_grad_.assign(vectors() * dim * stride, 0.0f);
+    std::copy(interaction_grad_.begin(),
+              interaction_grad_.begin() + dim * stride, vector_grad_.begin());
+    model_internal::DotInteractionBackwardBatch(
+        vectors_.data(), interaction_grad_.data() + dim * stride, vectors(),
+        dim, n, stride_, vector_grad_.data());
   }
 
   void ScatterRowGradients(const ModelBatch& batch, float* row_gradients) {
+    const int n = batch.batch_size;
     const int dim = config_.embedding_dim;
     const int fields = config_.num_fields;
-    const size_t stride = static_cast<size_t>(vectors()) * dim;
     std::fill(row_gradients,
               row_gradients + static_cast<size_t>(batch.num_rows) * dim, 0.0f);
-    for (int i = 0; i < batch.batch_size; ++i) {
+    for (int i = 0; i < n; ++i) {
       for (int f = 0; f < fields; ++f) {
-        const float* g = &vector_grad_[i * stride + (f + 1) * dim];
+        const float* column = &vector_grad_[(f + 1) * dim * stride_ + i];
+        for (int d = 0; d < dim; ++d) pooled_[d] = column[d * stride_];
         const size_t slot = static_cast<size_t>(i) * fields + f;
         const uint32_t begin = batch.offsets[slot];
         const uint32_t end = batch.offsets[slot + 1];
@@ -305,6 +338,7 @@ class CpuDenseModel final : public DenseModel {
                                 : 1.0f;
         for (uint32_t k = begin; k < end; ++k) {
           float* out = row_gradients + static_cast<size_t>(batch.rows[k]) * dim;
+          const float* g = pooled_.data();
           for (int d = 0; d < dim; ++d) out[d] += scale * g[d];
         }
       }
@@ -316,18 +350,19 @@ class CpuDenseModel final : public DenseModel {
     const int n = batch.batch_size;
     const int dim = config_.embedding_dim;
     std::vector<float> grad(logit_grad_);
-    BackwardMlp(layout_.top, n, interaction_.data(), top_out_, &grad,
+    BackwardMlp(layout_.top, n, interaction_.data(), true, top_out_, &grad,
                 dense_gradients, &interaction_grad_);
     BackwardInteraction(n);
     ScatterRowGradients(batch, row_gradients);
-    // d(bottom output) is the first vector's gradient.
-    const size_t stride = static_cast<size_t>(vectors()) * dim;
+    // d(bottom output): the first dim rows of vector_grad_, transposed back.
     bottom_grad_.resize(static_cast<size_t>(n) * dim);
     for (int i = 0; i < n; ++i) {
-      std::memcpy(&bottom_grad_[static_cast<size_t>(i) * dim],
-                  &vector_grad_[i * stride], sizeof(float) * dim);
+      for (int d = 0; d < dim; ++d) {
+        bottom_grad_[static_cast<size_t>(i) * dim + d] =
+            vector_grad_[static_cast<size_t>(d) * stride_ + i];
+      }
     }
-    BackwardMlp(layout_.bottom, n, batch.dense.data(), bottom_out_,
+    BackwardMlp(layout_.bottom, n, batch.dense.data(), false, bottom_out_,
                 &bottom_grad_, dense_gradients, nullptr);
   }
 
@@ -337,8 +372,10 @@ class CpuDenseModel final : public DenseModel {
   // Forward state of the last batch.
   std::vector<std::vector<float>> bottom_out_;
   std::vector<std::vector<float>> top_out_;
-  std::vector<float> vectors_;      // batch x (F + 1) x dim
-  std::vector<float> interaction_;  // batch x interaction_width
+  std::vector<float> vectors_;      // (F + 1) x dim x batch
+  std::vector<float> interaction_;  // interaction_width x batch
+  std::vector<float> pooled_;       // one example's field, dim
+  size_t stride_ = 0;               // FeatureMajorStride of the last batch
   // Backward scratch.
   std::vector<float> logit_grad_;
   std::vector<float> interaction_grad_;

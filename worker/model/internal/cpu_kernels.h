@@ -1,0 +1,33 @@
+#ifndef STRATA_WORKER_MODEL_INTERNAL_CPU_KERNELS_H_
+#define STRATA_WORKER_MODEL_INTERNAL_CPU_KERNELS_H_
+
+#include <cstddef>
+
+namespace strata {
+namespace model_internal {
+
+// The CPU model's inner loops outside the GEMMs. Each is built twice, for
+// AVX2+FMA and for baseline x86-64, and the loader picks the one this CPU
+// runs (GCC function multiversioning); elsewhere only the portable one.
+
+// The dot interaction of a batch stored feature-major: vt holds count x dim
+// rows of n values, `stride` floats apart (stride >= n rounded up to 16;
+// the padding columns must be readable and are written with garbage) (row a *
+// dim + d = component d of vector a of every example). Writes the count *
+// (count - 1) / 2 pairs a < b, in order (0,1), (0,2), .., (count-2, count-1),
+// as rows of n values each.
+void DotInteractionBatch(const float* vt, int count, int dim, int n,
+                         size_t stride, float* dots);
+
+// dvt (same layout as vt) += d<v_a, v_b> / dv for the pairs' gradients
+// `ddots` (same layout as DotInteractionBatch's output).
+void DotInteractionBackwardBatch(const float* vt, const float* ddots, int count,
+                                 int dim, int n, size_t stride, float* dvt);
+
+// y[0..n) += scale * x[0..n).
+void AddScaled(float scale, const float* x, int n, float* y);
+
+}  // namespace model_internal
+}  // namespace strata
+
+#endif  // STRATA_WORKER_MODEL_INTERNAL_CPU_KERNELS_H_
