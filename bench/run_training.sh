@@ -56,20 +56,22 @@ echo "== strata-datagen ${datagen_flags[*]}" >&2
 "$BIN/strata-datagen" "${datagen_flags[@]}" >"$WORK/datagen.txt" || exit 1
 ceiling=$(sed -n 's/^holdout:.*planted AUC \([0-9.]*\).*/\1/p' "$WORK/datagen.txt")
 
-# start_shards N: starts N shards; sets SHARDS to their addresses.
+# start_shards N: starts N fresh shards; sets SHARDS to their addresses.
+RUN_ID=0
 start_shards() {
   local n=$1 addresses=() i
   PIDS=()
+  RUN_ID=$((RUN_ID + 1))
   for ((i = 0; i < n; i++)); do
-    "$BIN/strata-server" --port=0 --port_file="$WORK/s$n.$i.port" \
-      --shard_index=$i --num_shards="$n" --data_dir="$WORK/s$n.$i" \
+    "$BIN/strata-server" --port=0 --port_file="$WORK/r$RUN_ID.s$i.port" \
+      --shard_index=$i --num_shards="$n" --data_dir="$WORK/r$RUN_ID.s$i" \
       --durability=periodic \
-      2>"$WORK/s$n.$i.log" &
+      2>"$WORK/r$RUN_ID.s$i.log" &
     PIDS+=($!)
   done
   for ((i = 0; i < n; i++)); do
-    for _ in $(seq 300); do [[ -s "$WORK/s$n.$i.port" ]] && break; sleep 0.1; done
-    addresses+=("127.0.0.1:$(cat "$WORK/s$n.$i.port")")
+    for _ in $(seq 300); do [[ -s "$WORK/r$RUN_ID.s$i.port" ]] && break; sleep 0.1; done
+    addresses+=("127.0.0.1:$(cat "$WORK/r$RUN_ID.s$i.port")")
   done
   SHARDS=$(IFS=,; echo "${addresses[*]}")
 }
@@ -80,31 +82,38 @@ stop_shards() {
   PIDS=()
 }
 
-# strata_run N: N workers on N shards; prints "samples/s auc".
+# strata_run N [FLAGS...]: N workers on N fresh shards; sets RATE and AUC.
 strata_run() {
   local n=$1 rank pids=()
+  shift
   start_shards "$n"
   for ((rank = 0; rank < n; rank++)); do
     "$BIN/strata-worker" --shards="$SHARDS" --rank=$rank --num_workers="$n" \
       --job_id="bench-$n-$$" --train_files="$WORK/train" \
       --eval_files="$WORK/train.holdout" --batch_size="$BATCH" \
       --epochs="$EPOCHS" --progress_interval_s=30 \
-      --result_file="$WORK/strata$n.$rank.json" 2>"$WORK/worker$n.$rank.log" &
+      --result_file="$WORK/r$RUN_ID.w$rank.json" "$@" \
+      2>"$WORK/r$RUN_ID.w$rank.log" &
     pids+=($!)
   done
-  for pid in "${pids[@]}"; do wait "$pid" || { cat "$WORK"/worker$n.*.log >&2; exit 1; }; done
+  for pid in "${pids[@]}"; do
+    wait "$pid" || { cat "$WORK"/r$RUN_ID.w*.log >&2; exit 1; }
+  done
   stop_shards
-  python3 - "$WORK/strata$n.0.json" <<'PY'
+  read -r RATE AUC < <(python3 - "$WORK/r$RUN_ID.w0.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 print(r["samples_per_second"], r["eval_auc"])
 PY
+)
 }
 
 echo "== Strata, 1 worker + 1 shard" >&2
-read -r s1_rate s1_auc < <(strata_run 1)
+strata_run 1 && s1_rate=$RATE s1_auc=$AUC
+echo "== Strata, 1 worker + 1 shard, --staleness=0" >&2
+strata_run 1 --staleness=0 && s0_rate=$RATE s0_auc=$AUC
 echo "== Strata, 2 workers + 2 shards" >&2
-read -r s2_rate s2_auc < <(strata_run 2)
+strata_run 2 && s2_rate=$RATE s2_auc=$AUC
 echo "== Keras (one process)" >&2
 "$KERAS_VENV/bin/python" bench/keras_dlrm.py --train "$WORK/train" \
   --holdout "$WORK/train.holdout" --batch_size "$BATCH" --epochs "$EPOCHS" \
@@ -123,6 +132,7 @@ mkdir -p "$OUT_DIR"
   echo "| run | samples/s | vs Keras | held-out AUC | AUC - Keras |"
   echo "|---|---:|---:|---:|---:|"
   for row in "Strata 1 worker + 1 shard:$s1_rate:$s1_auc" \
+             "Strata 1 worker + 1 shard, synchronous (--staleness=0):$s0_rate:$s0_auc" \
              "Strata 2 workers + 2 shards:$s2_rate:$s2_auc" \
              "Keras, one process:$k_rate:$k_auc"; do
     IFS=: read -r name rate auc <<<"$row"
