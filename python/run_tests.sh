@@ -6,6 +6,13 @@
 # the virtualenv BUILD_DIR/python-venv, installs the pinned dependencies and
 # ./python (not editable), then runs pytest. Exits non-zero on any failure,
 # including a run that collects no tests (pytest exit 5).
+#
+# strata.tf: installs the pinned tensorflow-cpu into the venv, re-configures
+# BUILD_DIR with -DSTRATA_TF_PYTHON=<the venv's python> and builds the op
+# library (strata_tf_ops) against it, holding /tmp/strata-build.lock (flock)
+# while it builds. STRATA_PYTHON_TF=0 skips all that; tests/test_tf.py then
+# skips when tensorflow is not importable. Sanitizer builds have no op
+# library (an instrumented .so cannot be loaded into Python).
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -21,6 +28,36 @@ py="$venv/bin/python"
   "grpcio>=1.62,<2" "grpcio-tools>=1.62,<2" "protobuf>=4.25,<8" \
   "numpy>=1.23,<3" "pytest>=7,<10"
 "$py" -m pip install -q --disable-pip-version-check ./python
+
+build_tf_ops() {
+  local cache="$build_dir/CMakeCache.txt" lock=()
+  if [[ ! -f "$cache" ]]; then
+    echo "run_tests.sh: $build_dir is not a CMake build; no TF op library" >&2
+    return 0
+  fi
+  if grep -Eq '^STRATA_(ASAN|TSAN):BOOL=ON' "$cache"; then
+    echo "run_tests.sh: sanitizer build; the TF op library is not built" >&2
+    return 0
+  fi
+  if command -v flock >/dev/null; then lock=(flock /tmp/strata-build.lock); fi
+  # Shows only CMake's line about the op library (built, or why not).
+  { "${lock[@]}" cmake -S "$repo" -B "$build_dir" -DSTRATA_TF_PYTHON="$py" |
+      grep -F "TensorFlow op library" >&2; } || true
+  if ! grep -q '^STRATA_TF_OPS_ENABLED:INTERNAL=ON' "$cache"; then
+    echo "run_tests.sh: CMake found no tensorflow in $py" >&2
+    return 1
+  fi
+  "${lock[@]}" cmake --build "$build_dir" --target strata_tf_ops \
+    -j "${STRATA_BUILD_JOBS:-$(nproc)}"
+}
+
+if [[ "${STRATA_PYTHON_TF:-1}" != 0 ]]; then
+  # The tensorflow-cpu that installs on our Python 3.11 (x86-64 Linux);
+  # keras pinned as in bench/requirements-keras.txt.
+  "$py" -m pip install -q --disable-pip-version-check \
+    "tensorflow-cpu==2.21.0" "keras==3.15.1"
+  build_tf_ops
+fi
 
 export STRATA_BIN_DIR="${STRATA_BIN_DIR:-$build_dir/bin}"
 status=0

@@ -1,0 +1,193 @@
+"""Loading libstrata_tf_ops.so and the functions over its ops."""
+
+import os
+import pathlib
+import threading
+
+import tensorflow as tf
+
+LIBRARY_NAME = "libstrata_tf_ops.so"
+_REPO_BUILD_LIB = pathlib.Path(__file__).resolve().parents[3] / "build" / "lib"
+
+_lock = threading.Lock()
+_module = None
+
+_OPTIMIZER_ARGS = ("initial_accumulator", "epsilon", "beta1", "beta2",
+                   "ftrl_beta", "l1", "l2")
+_INITIALIZER_ARGS = ("value", "min", "max", "mean", "stddev")
+OPTIMIZERS = ("sgd", "adagrad", "adam", "ftrl")
+INITIALIZERS = ("zeros", "constant", "uniform", "truncated_normal")
+
+
+def candidate_paths():
+    """Where load_ops() looks for the op library, in order."""
+    paths = []
+    if os.environ.get("STRATA_TF_OPS_LIBRARY"):
+        paths.append(pathlib.Path(os.environ["STRATA_TF_OPS_LIBRARY"]))
+    paths.append(pathlib.Path(__file__).resolve().parent / LIBRARY_NAME)
+    if os.environ.get("STRATA_BIN_DIR"):
+        paths.append(pathlib.Path(os.environ["STRATA_BIN_DIR"]).parent /
+                     "lib" / LIBRARY_NAME)
+    paths.append(pathlib.Path.cwd() / "build" / "lib" / LIBRARY_NAME)
+    paths.append(_REPO_BUILD_LIB / LIBRARY_NAME)
+    return paths
+
+
+def library_path():
+    """The op library load_ops() loads; FileNotFoundError if none is found.
+
+    STRATA_TF_OPS_LIBRARY, when set, is the only candidate: a wrong path is
+    an error, never a silent fallback to another build.
+    """
+    paths = candidate_paths()
+    if os.environ.get("STRATA_TF_OPS_LIBRARY"):
+        paths = paths[:1]
+    for path in paths:
+        if path.is_file():
+            return path
+    raise FileNotFoundError(
+        f"strata.tf: {LIBRARY_NAME} not found (looked in "
+        f"{', '.join(str(p) for p in paths)}). Build it (make -C build "
+        "strata_tf_ops, configured with a Python that has tensorflow: "
+        "-DSTRATA_TF_PYTHON=...) and set STRATA_TF_OPS_LIBRARY to its path.")
+
+
+def load_ops():
+    """The loaded op module (tf.load_op_library), loaded once per process.
+
+    The op library loads libstrata_tf_client.so from its own directory (or
+    STRATA_TF_CLIENT_LIBRARY) when the first Strata op runs.
+    """
+    global _module
+    with _lock:
+        if _module is None:
+            module = tf.load_op_library(str(library_path()))
+            # Gradients are the Keras layer's business (embedding_lookup);
+            # the raw ops are not differentiable.
+            for op in ("StrataLookup", "StrataPush", "StrataCreateTable"):
+                tf.no_gradient(op)
+            _module = module
+        return _module
+
+
+def connection_attrs(shards, rpc_timeout=10.0, retry_deadline=30.0,
+                     tls_ca_file="", tls_client_cert_file="",
+                     tls_client_key_file="", auth_token_file=""):
+    """The connection attributes of every Strata op.
+
+    shards: "host:port" or a list of them, in shard-index order.
+    rpc_timeout: deadline of each attempt of each call, in seconds.
+    retry_deadline: how long shards answering UNAVAILABLE are retried before
+      the op fails with UNAVAILABLE or DEADLINE_EXCEEDED.
+    TLS and token files as strata-worker's --tls_* / --auth_token_file.
+    """
+    if isinstance(shards, (list, tuple)):
+        shards = ",".join(shards)
+    if not shards:
+        raise ValueError("strata.tf: no shard addresses given")
+    return {"shards": shards, "rpc_timeout_s": float(rpc_timeout),
+            "retry_deadline_s": float(retry_deadline),
+            "tls_ca_file": tls_ca_file or "",
+            "tls_client_cert_file": tls_client_cert_file or "",
+            "tls_client_key_file": tls_client_key_file or "",
+            "auth_token_file": auth_token_file or ""}
+
+
+def table_attrs(optimizer="adagrad", learning_rate=0.0, optimizer_args=None,
+                initializer="zeros", initializer_args=None, seed=0):
+    """The StrataCreateTable attributes of a table config; numbers left 0
+    take the server's defaults. optimizer_args: initial_accumulator,
+    epsilon, beta1, beta2, ftrl_beta, l1, l2; initializer_args: value, min,
+    max, mean, stddev."""
+    if optimizer not in OPTIMIZERS:
+        raise ValueError(f"strata.tf: unknown optimizer {optimizer!r} "
+                         f"(want one of {', '.join(OPTIMIZERS)})")
+    if initializer not in INITIALIZERS:
+        raise ValueError(f"strata.tf: unknown initializer {initializer!r} "
+                         f"(want one of {', '.join(INITIALIZERS)})")
+    attrs = {"optimizer": optimizer, "learning_rate": float(learning_rate),
+             "initializer": initializer, "seed": int(seed)}
+    for name, value in (optimizer_args or {}).items():
+        if name not in _OPTIMIZER_ARGS:
+            raise ValueError(f"strata.tf: unknown optimizer argument {name!r}")
+        attrs[name] = float(value)
+    for name, value in (initializer_args or {}).items():
+        if name not in _INITIALIZER_ARGS:
+            raise ValueError(
+                f"strata.tf: unknown initializer argument {name!r}")
+        attrs["init_" + name] = float(value)
+    return attrs
+
+
+def as_ids(ids):
+    """int64 ids; uint64 keys are reinterpreted bit for bit."""
+    ids = tf.convert_to_tensor(ids)
+    if ids.dtype == tf.uint64:
+        return tf.bitcast(ids, tf.int64)
+    if not ids.dtype.is_integer:
+        raise TypeError(f"strata.tf: ids must be integers, got {ids.dtype}")
+    return tf.cast(ids, tf.int64)
+
+
+def create_table(table, dim, shards, optimizer="adagrad", learning_rate=0.0,
+                 optimizer_args=None, initializer="zeros",
+                 initializer_args=None, seed=0, **connection):
+    """Creates `table` on every shard (eagerly, even when called while a
+    tf.function is traced). A no-op when it exists with this config;
+    tf.errors.AlreadyExistsError when it exists with another."""
+    attrs = table_attrs(optimizer, learning_rate, optimizer_args,
+                        initializer, initializer_args, seed)
+    attrs.update(connection_attrs(shards, **connection))
+    with tf.init_scope():
+        load_ops().strata_create_table(table=table, dim=int(dim), **attrs)
+
+
+def lookup(ids, table, dim, shards, **connection):
+    """Rows of `ids` (any shape) as float32 of shape ids.shape + [dim].
+    Not differentiable: see embedding_lookup."""
+    return load_ops().strata_lookup(as_ids(ids), table=table, dim=int(dim),
+                                    **connection_attrs(shards, **connection))
+
+
+def push(ids, gradients, table, dim, shards, **connection):
+    """Pushes `gradients` (ids.shape + [dim]) of `ids`, summed per distinct
+    id; the PS applies the table's optimizer. Returns a float scalar 0.0
+    that is computed once the push succeeded."""
+    return load_ops().strata_push(as_ids(ids), gradients, table=table,
+                                  dim=int(dim),
+                                  **connection_attrs(shards, **connection))
+
+
+def embedding_lookup(ids, push_trigger, table, dim, shards, **connection):
+    """lookup() whose gradient is pushed to the PS.
+
+    The rows are not TensorFlow variables, so a tape would never
+    differentiate through them by itself: the result is recorded as a
+    function of `push_trigger` too, a float scalar read of a trainable
+    variable. When the gradient with respect to that variable is computed
+    (tape.gradient(loss, [..., variable])), the gradient with respect to the
+    rows is pushed (summed per distinct id) and the variable's gradient is
+    zero, computed by the push itself. Each computation of that gradient
+    pushes once.
+    """
+    attrs = connection_attrs(shards, **connection)
+    ops = load_ops()
+    ids = as_ids(ids)
+    dim = int(dim)
+
+    @tf.custom_gradient
+    def lookup_pushing_gradients(ids, trigger):
+        values = ops.strata_lookup(ids, table=table, dim=dim, **attrs)
+
+        def grad(upstream):
+            upstream = tf.convert_to_tensor(upstream, dtype=tf.float32)
+            # `done` (0.0) is the trigger's gradient: reading it needs the
+            # push, so no graph optimizer drops the push as unused.
+            done = ops.strata_push(ids, upstream, table=table, dim=dim,
+                                   **attrs)
+            return None, tf.cast(tf.reshape(done, tf.shape(trigger)),
+                                 trigger.dtype)
+
+        return values, grad
+
+    return lookup_pushing_gradients(ids, push_trigger)

@@ -1,0 +1,99 @@
+"""The Keras 3 layer over the Strata ops."""
+
+import keras
+import tensorflow as tf
+
+from . import _ops
+
+
+@keras.saving.register_keras_serializable(package="strata")
+class Embedding(keras.layers.Layer):
+    """Embedding rows that live on a Strata training PS.
+
+    Forward: the rows of the ids (any integer shape; uint64 keys are taken
+    bit for bit), pulled once per distinct id: shape ids.shape + [dim],
+    float32. Backward: the gradient with respect to the rows, summed per
+    distinct id, is pushed to the PS, whose table optimizer (`optimizer`,
+    `learning_rate`, ...) updates them there. The Keras optimizer never sees
+    the rows: it trains only the dense weights.
+
+    The push happens when the gradient with respect to the layer's one
+    trainable weight, a scalar `push_trigger` whose gradient is always zero,
+    is computed: model.fit and tape.gradient(loss, model.trainable_variables)
+    do so; a hand-written loop that leaves that weight out pushes nothing,
+    and one that computes the gradient twice pushes twice. Works eagerly, in
+    tf.function and in model.fit (the layer has no XLA kernel, so it sets
+    supports_jit = False and jit_compile="auto" stays off).
+
+    Args:
+      table: PS table name. dim: its dimension.
+      shards: "host:port" or a list, in shard-index order.
+      optimizer, learning_rate, optimizer_args, initializer,
+        initializer_args, seed: the table config (see
+        strata.ParameterServerClient.create_table); defaults are those of
+        strata-worker: Adagrad, learning rate 0.05, initial accumulator 0.1,
+        truncated normal with stddev 0.01.
+      create_table: create the table on the PS when the layer is built (a
+        no-op when it exists with the same config; AlreadyExistsError when
+        with another).
+      rpc_timeout, retry_deadline, tls_ca_file, tls_client_cert_file,
+        tls_client_key_file, auth_token_file: the connection (see
+        strata.tf.connection_attrs).
+
+    Example:
+      ids = keras.Input(shape=(26,), dtype="int64")
+      rows = strata.tf.Embedding("ctr", 16, shards="127.0.0.1:50051")(ids)
+    """
+
+    def __init__(self, table, dim, shards, optimizer="adagrad",
+                 learning_rate=0.05, optimizer_args=None,
+                 initializer="truncated_normal", initializer_args=None,
+                 seed=0, create_table=True, rpc_timeout=10.0,
+                 retry_deadline=30.0, tls_ca_file="", tls_client_cert_file="",
+                 tls_client_key_file="", auth_token_file="", **kwargs):
+        super().__init__(**kwargs)
+        if optimizer_args is None and optimizer == "adagrad":
+            optimizer_args = {"initial_accumulator": 0.1}
+        if initializer_args is None and initializer == "truncated_normal":
+            initializer_args = {"stddev": 0.01}
+        self.table = table
+        self.dim = int(dim)
+        self.create_table = bool(create_table)
+        self._table_config = dict(
+            optimizer=optimizer, learning_rate=learning_rate,
+            optimizer_args=dict(optimizer_args or {}),
+            initializer=initializer,
+            initializer_args=dict(initializer_args or {}), seed=int(seed))
+        self._connection = dict(
+            shards=shards, rpc_timeout=float(rpc_timeout),
+            retry_deadline=float(retry_deadline), tls_ca_file=tls_ca_file,
+            tls_client_cert_file=tls_client_cert_file,
+            tls_client_key_file=tls_client_key_file,
+            auth_token_file=auth_token_file)
+        # Checked now, so that a bad config fails at construction.
+        _ops.table_attrs(**self._table_config)
+        _ops.connection_attrs(**self._connection)
+        self.supports_jit = False
+
+    def build(self, input_shape=None):
+        self.push_trigger = self.add_weight(
+            name="push_trigger", shape=(), initializer="zeros",
+            trainable=True)
+        if self.create_table:
+            _ops.create_table(self.table, self.dim, **self._table_config,
+                              **self._connection)
+
+    def call(self, ids):
+        return _ops.embedding_lookup(
+            ids, tf.convert_to_tensor(self.push_trigger), self.table,
+            self.dim, **self._connection)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape) + (self.dim,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(table=self.table, dim=self.dim,
+                      create_table=self.create_table, **self._table_config,
+                      **self._connection)
+        return config

@@ -1,0 +1,152 @@
+// The C ABI of libstrata_tf_client.so against a real strata-server. The test
+// links the shared library itself, so it sees only what the library exports.
+
+#include "worker/tensorflow/strata_tf_client.h"
+
+#include <cstdint>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/status_matchers.h"
+
+namespace strata {
+namespace {
+
+using ::strata::testing::IsOk;
+using ::strata::testing::ServerProcess;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StrEq;
+
+constexpr int kInvalidArgument = 3;
+constexpr int kDeadlineExceeded = 4;
+constexpr int kNotFound = 5;
+constexpr int kAlreadyExists = 6;
+constexpr int kUnavailable = 14;
+
+class StrataTfClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_THAT(server_.Start(), IsOk());
+    address_ = server_.address();
+    client_ = MakeClient(address_.c_str(), /*retry_deadline_s=*/30);
+    ASSERT_NE(client_, nullptr) << strata_tf_last_error_message();
+  }
+  void TearDown() override { strata_tf_client_destroy(client_); }
+
+  static StrataTfClient* MakeClient(const char* shards,
+                                    double retry_deadline_s) {
+    StrataTfClientOptions options = {};
+    options.shards = shards;
+    options.rpc_timeout_s = 2;
+    options.retry_deadline_s = retry_deadline_s;
+    StrataTfClient* client = nullptr;
+    return strata_tf_client_create(&options, &client) == 0 ? client : nullptr;
+  }
+
+  static StrataTfTableConfig SgdTable(const char* name, uint32_t dim) {
+    StrataTfTableConfig config = {};
+    config.name = name;
+    config.dim = dim;
+    config.optimizer = STRATA_TF_OPTIMIZER_SGD;
+    config.learning_rate = 1.0f;
+    return config;
+  }
+
+  ServerProcess server_;
+  std::string address_;
+  StrataTfClient* client_ = nullptr;
+};
+
+TEST(StrataTfClientAbiTest, ReportsItsVersion) {
+  EXPECT_EQ(strata_tf_abi_version(), STRATA_TF_CLIENT_ABI_VERSION);
+}
+
+TEST(StrataTfClientAbiTest, CreateRejectsMissingAndEmptyShardAddresses) {
+  StrataTfClientOptions options = {};
+  StrataTfClient* client = nullptr;
+  EXPECT_EQ(strata_tf_client_create(&options, &client), kInvalidArgument);
+  EXPECT_EQ(strata_tf_last_error_code(), kInvalidArgument);
+  EXPECT_THAT(strata_tf_last_error_message(), HasSubstr("no shard"));
+  options.shards = "127.0.0.1:1,,127.0.0.1:2";
+  EXPECT_EQ(strata_tf_client_create(&options, &client), kInvalidArgument);
+  EXPECT_THAT(strata_tf_last_error_message(), HasSubstr("empty shard"));
+  EXPECT_EQ(client, nullptr);
+}
+
+TEST(StrataTfClientAbiTest, CreateNamesAMissingTokenFile) {
+  StrataTfClientOptions options = {};
+  options.shards = "127.0.0.1:1";
+  options.auth_token_file = "/nonexistent/strata-token";
+  StrataTfClient* client = nullptr;
+  EXPECT_NE(strata_tf_client_create(&options, &client), 0);
+  EXPECT_THAT(strata_tf_last_error_message(),
+              HasSubstr("/nonexistent/strata-token"));
+}
+
+TEST_F(StrataTfClientTest, PushSumsDuplicatesAndPullReadsTheRowsBack) {
+  StrataTfTableConfig config = SgdTable("abi_sgd", 2);
+  ASSERT_EQ(strata_tf_create_table(client_, &config), 0)
+      << strata_tf_last_error_message();
+  EXPECT_EQ(strata_tf_create_table(client_, &config), 0);  // idempotent
+  EXPECT_THAT(strata_tf_last_error_message(), StrEq(""));
+
+  const uint64_t keys[] = {7, UINT64_MAX, 7};
+  const float gradients[] = {1, 2, 10, 20, 3, 4};
+  ASSERT_EQ(strata_tf_push(client_, "abi_sgd", keys, 3, 2, gradients), 0)
+      << strata_tf_last_error_message();
+  std::vector<float> rows(6, -1.0f);
+  ASSERT_EQ(strata_tf_pull(client_, "abi_sgd", keys, 3, 2, rows.data()), 0);
+  EXPECT_THAT(rows, ElementsAre(-4, -6, -10, -20, -4, -6));
+  EXPECT_EQ(strata_tf_pull(client_, "abi_sgd", keys, 0, 2, nullptr), 0);
+}
+
+TEST_F(StrataTfClientTest, ErrorsCarryTheShardsCodeAndMessage) {
+  const uint64_t key = 1;
+  float row[2];
+  EXPECT_EQ(strata_tf_pull(client_, "abi_nope", &key, 1, 2, row), kNotFound);
+  EXPECT_THAT(strata_tf_last_error_message(),
+              HasSubstr("unknown table 'abi_nope'"));
+
+  StrataTfTableConfig config = SgdTable("abi_conf", 2);
+  ASSERT_EQ(strata_tf_create_table(client_, &config), 0);
+  config.learning_rate = 0.5f;
+  EXPECT_EQ(strata_tf_create_table(client_, &config), kAlreadyExists);
+  EXPECT_EQ(strata_tf_pull(client_, "abi_conf", &key, 1, 0, row),
+            kInvalidArgument);
+  config.optimizer = 99;
+  EXPECT_EQ(strata_tf_create_table(client_, &config), kInvalidArgument);
+}
+
+TEST_F(StrataTfClientTest, LastErrorIsPerThread) {
+  const uint64_t key = 1;
+  float row[2];
+  ASSERT_EQ(strata_tf_pull(client_, "abi_nope", &key, 1, 2, row), kNotFound);
+  std::thread other([] {
+    EXPECT_EQ(strata_tf_last_error_code(), 0);
+    EXPECT_THAT(strata_tf_last_error_message(), StrEq(""));
+  });
+  other.join();
+  EXPECT_EQ(strata_tf_last_error_code(), kNotFound);
+}
+
+TEST_F(StrataTfClientTest, ShardDownPastTheRetryDeadlineIsUnavailable) {
+  StrataTfClient* impatient = MakeClient(address_.c_str(), 0.5);
+  ASSERT_NE(impatient, nullptr);
+  StrataTfTableConfig config = SgdTable("abi_down", 2);
+  ASSERT_EQ(strata_tf_create_table(impatient, &config), 0);
+  ASSERT_THAT(server_.Kill9(), IsOk());
+  const uint64_t key = 1;
+  float row[2];
+  const int code = strata_tf_pull(impatient, "abi_down", &key, 1, 2, row);
+  EXPECT_TRUE(code == kUnavailable || code == kDeadlineExceeded) << code;
+  EXPECT_THAT(strata_tf_last_error_message(), HasSubstr(address_));
+  strata_tf_client_destroy(impatient);
+}
+
+}  // namespace
+}  // namespace strata

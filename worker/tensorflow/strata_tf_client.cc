@@ -1,0 +1,242 @@
+#include "worker/tensorflow/strata_tf_client.h"
+
+#include <exception>
+#include <memory>
+#include <new>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+#include "absl/types/span.h"
+#include "common/tls.h"
+#include "proto/strata.pb.h"
+#include "worker/ps_client.h"
+
+// The C handle is the C++ client; only this file sees its definition.
+struct StrataTfClient {
+  std::unique_ptr<strata::PsClient> client;
+};
+
+namespace strata {
+namespace {
+
+// What strata_tf_last_error_*() report: per thread, so that concurrent
+// callers (TensorFlow runs kernels on many threads) never see each other's.
+struct LastError {
+  int code = 0;
+  std::string message;
+};
+
+LastError& ThreadLastError() {
+  thread_local LastError last_error;
+  return last_error;
+}
+
+int Report(const absl::Status& status) {
+  LastError& last = ThreadLastError();
+  last.code = static_cast<int>(status.code());
+  last.message = std::string(status.message());
+  return last.code;
+}
+
+// Runs `call` and reports its status. Nothing may unwind through the C ABI
+// into a caller built with another C++ runtime, so an exception (only
+// std::bad_alloc is expected: our code does not throw) becomes a status.
+template <typename Call>
+int Guarded(Call&& call) {
+  try {
+    return Report(call());
+  } catch (const std::bad_alloc&) {
+    return Report(absl::ResourceExhaustedError("strata: out of memory"));
+  } catch (const std::exception& e) {
+    return Report(absl::InternalError(absl::StrCat("strata: ", e.what())));
+  } catch (...) {
+    return Report(absl::InternalError("strata: unknown exception"));
+  }
+}
+
+bool IsSet(const char* text) { return text != nullptr && text[0] != '\0'; }
+
+absl::StatusOr<PsClientOptions> ToPsClientOptions(
+    const StrataTfClientOptions& options) {
+  if (!IsSet(options.shards)) {
+    return absl::InvalidArgumentError("no shard addresses given");
+  }
+  PsClientOptions out;
+  for (absl::string_view address : absl::StrSplit(options.shards, ',')) {
+    address = absl::StripAsciiWhitespace(address);
+    if (address.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("empty shard address in \"", options.shards, "\""));
+    }
+    out.shard_addresses.emplace_back(address);
+  }
+  if (options.rpc_timeout_s > 0) {
+    out.rpc_timeout = absl::Seconds(options.rpc_timeout_s);
+  }
+  if (options.retry_deadline_s >= 0) {
+    out.retry_deadline = absl::Seconds(options.retry_deadline_s);
+  }
+  if (IsSet(options.tls_ca_file)) out.tls_ca_file = options.tls_ca_file;
+  if (IsSet(options.tls_client_cert_file)) {
+    out.tls_client_cert_file = options.tls_client_cert_file;
+  }
+  if (IsSet(options.tls_client_key_file)) {
+    out.tls_client_key_file = options.tls_client_key_file;
+  }
+  if (IsSet(options.auth_token_file)) {
+    absl::StatusOr<std::string> token =
+        ReadTokenFile("auth_token_file", options.auth_token_file);
+    if (!token.ok()) return token.status();
+    out.auth_token = *std::move(token);
+  }
+  return out;
+}
+
+absl::StatusOr<v1::TableConfig> ToTableConfig(
+    const StrataTfTableConfig& config) {
+  if (!IsSet(config.name)) {
+    return absl::InvalidArgumentError("table name is empty");
+  }
+  if (config.optimizer < 0 || config.optimizer > STRATA_TF_OPTIMIZER_FTRL) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown optimizer type ", config.optimizer));
+  }
+  if (config.initializer < 0 ||
+      config.initializer > STRATA_TF_INITIALIZER_TRUNCATED_NORMAL) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown initializer type ", config.initializer));
+  }
+  v1::TableConfig proto;
+  proto.set_name(config.name);
+  proto.set_dim(config.dim);
+  proto.set_seed(config.seed);
+  v1::OptimizerConfig* optimizer = proto.mutable_optimizer();
+  optimizer->set_type(static_cast<v1::OptimizerType>(config.optimizer));
+  optimizer->set_learning_rate(config.learning_rate);
+  optimizer->set_initial_accumulator(config.initial_accumulator);
+  optimizer->set_epsilon(config.epsilon);
+  optimizer->set_beta1(config.beta1);
+  optimizer->set_beta2(config.beta2);
+  optimizer->set_ftrl_beta(config.ftrl_beta);
+  optimizer->set_l1(config.l1);
+  optimizer->set_l2(config.l2);
+  v1::InitializerConfig* initializer = proto.mutable_initializer();
+  initializer->set_type(static_cast<v1::InitializerType>(config.initializer));
+  initializer->set_value(config.init_value);
+  initializer->set_min(config.init_min);
+  initializer->set_max(config.init_max);
+  initializer->set_mean(config.init_mean);
+  initializer->set_stddev(config.init_stddev);
+  return proto;
+}
+
+// The checks shared by pull and push; `what` names the call in messages.
+absl::Status CheckBatch(const StrataTfClient* client, const char* table,
+                        const void* keys, size_t num_keys, size_t dim,
+                        const void* values, const char* what) {
+  if (client == nullptr || client->client == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": null client"));
+  }
+  if (!IsSet(table)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": empty table"));
+  }
+  if (dim == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": dim is 0"));
+  }
+  if (num_keys > 0 && (keys == nullptr || values == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": null keys or values"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+}  // namespace strata
+
+// The library is built with -fvisibility=hidden and a version script; these
+// are the only symbols it exports.
+#define STRATA_TF_EXPORT __attribute__((visibility("default")))
+
+extern "C" {
+
+STRATA_TF_EXPORT int strata_tf_abi_version(void) {
+  return STRATA_TF_CLIENT_ABI_VERSION;
+}
+
+STRATA_TF_EXPORT int strata_tf_client_create(
+    const StrataTfClientOptions* options, StrataTfClient** client) {
+  return strata::Guarded([&]() -> absl::Status {
+    if (options == nullptr || client == nullptr) {
+      return absl::InvalidArgumentError("null options or client");
+    }
+    absl::StatusOr<strata::PsClientOptions> ps_options =
+        strata::ToPsClientOptions(*options);
+    if (!ps_options.ok()) return ps_options.status();
+    absl::StatusOr<std::unique_ptr<strata::PsClient>> ps_client =
+        strata::PsClient::Create(*ps_options);
+    if (!ps_client.ok()) return ps_client.status();
+    auto handle = std::make_unique<StrataTfClient>();
+    handle->client = *std::move(ps_client);
+    *client = handle.release();
+    return absl::OkStatus();
+  });
+}
+
+STRATA_TF_EXPORT void strata_tf_client_destroy(StrataTfClient* client) {
+  delete client;
+}
+
+STRATA_TF_EXPORT int strata_tf_create_table(StrataTfClient* client,
+                                            const StrataTfTableConfig* config) {
+  return strata::Guarded([&]() -> absl::Status {
+    if (client == nullptr || config == nullptr) {
+      return absl::InvalidArgumentError("create table: null client or config");
+    }
+    absl::StatusOr<strata::v1::TableConfig> proto =
+        strata::ToTableConfig(*config);
+    if (!proto.ok()) return proto.status();
+    return client->client->CreateTable(*proto);
+  });
+}
+
+STRATA_TF_EXPORT int strata_tf_pull(StrataTfClient* client, const char* table,
+                                    const uint64_t* keys, size_t num_keys,
+                                    size_t dim, float* out) {
+  return strata::Guarded([&]() -> absl::Status {
+    absl::Status valid =
+        strata::CheckBatch(client, table, keys, num_keys, dim, out, "pull");
+    if (!valid.ok() || num_keys == 0) return valid;
+    return client->client->Pull(table, absl::MakeConstSpan(keys, num_keys),
+                                absl::MakeSpan(out, num_keys * dim));
+  });
+}
+
+STRATA_TF_EXPORT int strata_tf_push(StrataTfClient* client, const char* table,
+                                    const uint64_t* keys, size_t num_keys,
+                                    size_t dim, const float* gradients) {
+  return strata::Guarded([&]() -> absl::Status {
+    absl::Status valid = strata::CheckBatch(client, table, keys, num_keys, dim,
+                                            gradients, "push");
+    if (!valid.ok() || num_keys == 0) return valid;
+    return client->client->Push(table, absl::MakeConstSpan(keys, num_keys),
+                                absl::MakeConstSpan(gradients, num_keys * dim));
+  });
+}
+
+STRATA_TF_EXPORT int strata_tf_last_error_code(void) {
+  return strata::ThreadLastError().code;
+}
+
+STRATA_TF_EXPORT const char* strata_tf_last_error_message(void) {
+  return strata::ThreadLastError().message.c_str();
+}
+
+}  // extern "C"
