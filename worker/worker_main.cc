@@ -19,12 +19,14 @@
 #include "absl/strings/str_split.h"
 #include "common/client_flags.h"
 #include "common/command_line.h"
+#include "common/http_server.h"
 #include "common/logging.h"
 #include "worker/collective/collective.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/rendezvous.h"
 #include "worker/ps_client.h"
 #include "worker/training/trainer.h"
+#include "worker/training/training_metrics.h"
 #include "worker/worker_options.h"
 
 namespace strata {
@@ -104,8 +106,26 @@ int Run(const WorkerFlags& flags) {
       << "rank " << flags.rank << " joined " << (*collective)->world_size()
       << " ranks over " << (*collective)->backend();
 
-  auto trainer = Trainer::Create(flags.trainer, ps->get(), collective->get(),
-                                 std::move(*model));
+  TrainingMetrics metrics;
+  HttpServer http;
+  TrainerOptions trainer_options = flags.trainer;
+  if (flags.metrics_port >= 0) {
+    http.Handle("/healthz", [] {
+      return HttpServer::Response{200, "text/plain", "ok\n"};
+    });
+    http.Handle("/metrics", [&metrics] {
+      return HttpServer::Response{200, "text/plain; version=0.0.4",
+                                  metrics.PrometheusText()};
+    });
+    auto port = http.Start(flags.host, flags.metrics_port);
+    if (!port.ok()) return fail("metrics server", port.status());
+    STRATA_LOG(INFO, "worker")
+        << "rank " << flags.rank << " metrics serving on " << flags.host
+        << " metrics_port=" << *port << " (/metrics, /healthz)";
+    trainer_options.metrics = &metrics;
+  }
+  auto trainer = Trainer::Create(std::move(trainer_options), ps->get(),
+                                 collective->get(), std::move(*model));
   if (!trainer.ok()) return fail("trainer", trainer.status());
   auto result = (*trainer)->Run();
   if (!result.ok()) return fail("training", result.status());
@@ -124,6 +144,7 @@ int Run(const WorkerFlags& flags) {
                     " malformed lines skipped");
   }
   STRATA_LOG(INFO, "worker") << "rank " << flags.rank << " " << summary;
+  http.Stop();
   if (!flags.result_file.empty()) {
     if (absl::Status s = WriteResultFile(flags.result_file, *result); !s.ok()) {
       return fail("writing --result_file", s);

@@ -81,6 +81,10 @@ ABSL_FLAG(double, ps_retry_deadline_s, 60,
           "with an error.");
 ABSL_FLAG(double, collective_timeout_s, 300,
           "How long to wait for the other ranks (joining, each allreduce).");
+ABSL_FLAG(int, metrics_port, -1,
+          "Serve /healthz and Prometheus /metrics (steps, examples, loss, "
+          "samples/s, eval AUC) over HTTP on --host at this port; 0 picks a "
+          "free one (logged as metrics_port=N); -1: off.");
 ABSL_FLAG(std::string, result_file, "", "Write the final result as JSON here.");
 
 namespace strata {
@@ -239,6 +243,11 @@ absl::StatusOr<WorkerFlags> WorkerFlagsFromCommandLine() {
         "--ps_rpc_timeout_s and --collective_timeout_s must be > 0");
   }
   flags.result_file = absl::GetFlag(FLAGS_result_file);
+  flags.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  if (flags.metrics_port < -1 || flags.metrics_port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--metrics_port=", flags.metrics_port, " is not -1 or 0..65535"));
+  }
   if (absl::Status s = ReadModelFlags(&flags); !s.ok()) return s;
   if (absl::Status s = ReadTrainingFlags(&flags); !s.ok()) return s;
   return flags;

@@ -27,6 +27,7 @@ struct WorkerFlags {
   absl::Duration ps_retry_deadline;
   absl::Duration collective_timeout;
   std::string result_file;
+  int metrics_port = -1;  // -1: no metrics server
   TrainerOptions trainer;
 };
 

@@ -13,6 +13,7 @@
 #include "common/file_system.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "worker/data/datagen.h"
@@ -162,6 +163,43 @@ TEST_F(DistributedTrainingTest, ShardDownPastTheDeadlineStopsWorkersClearly) {
   EXPECT_THAT(worker->log(), HasSubstr(shards_[1]->address()));
 }
 
+TEST_F(DistributedTrainingTest, MetricsPortShowsStepsExamplesAndLossMoving) {
+  std::unique_ptr<ServerProcess> worker = Worker(
+      0, {"--num_workers=1", "--metrics_port=0", "--progress_interval_s=0.2"});
+  ASSERT_THAT(worker->Launch(), IsOk());
+  ASSERT_THAT(worker->WaitForLog("metrics_port=", absl::Seconds(30)), IsOk());
+  auto port = ::strata::testing::MetricsPort(*worker);
+  ASSERT_THAT(port.status(), IsOk());
+  ASSERT_THAT(::strata::testing::HttpGet(*port, "/healthz").status(), IsOk());
+  // Two scrapes while training runs: every counter moves forward.
+  auto scrape = [&](const char* series) {
+    auto text = ::strata::testing::HttpGet(*port, "/metrics");
+    EXPECT_THAT(text.status(), IsOk());
+    auto value = ::strata::testing::SampleValue(text.ok() ? *text : "", series);
+    return value.ok() ? *value : -1.0;
+  };
+  ASSERT_THAT(worker->WaitForLog("samples/s", absl::Seconds(60)), IsOk());
+  const double steps = scrape("strata_worker_global_step");
+  const double examples = scrape("strata_worker_examples_total");
+  const double pushed = scrape("strata_worker_pushed_keys_total");
+  EXPECT_GT(steps, 0);
+  EXPECT_GT(examples, 0);
+  EXPECT_GT(scrape("strata_worker_loss"), 0);
+  EXPECT_GT(scrape("strata_worker_samples_per_second"), 0);
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (scrape("strata_worker_global_step") <= steps &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_GT(scrape("strata_worker_global_step"), steps);
+  EXPECT_GT(scrape("strata_worker_examples_total"), examples);
+  EXPECT_GE(scrape("strata_worker_pushed_keys_total"), pushed);
+  EXPECT_EQ(scrape("strata_worker_malformed_lines_total"), 0);
+  auto exit = worker->Wait(absl::Minutes(5));
+  ASSERT_THAT(exit.status(), IsOk());
+  EXPECT_EQ(exit->exit_code, 0) << worker->log();
+}
+
 TEST_F(DistributedTrainingTest, BadFlagsExitWithUsageErrors) {
   struct Case {
     std::string flag;
@@ -174,6 +212,7 @@ TEST_F(DistributedTrainingTest, BadFlagsExitWithUsageErrors) {
       {"--device=tpu", "--device=tpu: want cpu or cuda"},
       {"--sparse_optimizer=rmsprop", "unknown \"rmsprop\""},
       {"--restore", "--restore needs --checkpoint_dir"},
+      {"--metrics_port=70000", "--metrics_port=70000 is not -1 or 0..65535"},
   };
   for (const Case& c : cases) {
     std::unique_ptr<ServerProcess> worker = Worker(0, {c.flag});

@@ -14,6 +14,7 @@
 #include "worker/training/async_pusher.h"
 #include "worker/training/batch_pipeline.h"
 #include "worker/training/dense_checkpoint.h"
+#include "worker/training/training_metrics.h"
 
 namespace strata {
 namespace {
@@ -222,6 +223,13 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
     interval_examples_ += static_cast<int64_t>(global_examples);
     interval_loss_ += reduce[n + 1];
     if (options_.on_step) options_.on_step(step_, parameters_);
+    if (options_.metrics != nullptr) {
+      options_.metrics->RecordStep(
+          step_, b != nullptr ? static_cast<int64_t>(b->examples.size()) : 0,
+          static_cast<int64_t>(global_examples));
+      options_.metrics->RecordPushedKeys(pusher.pushed_keys());
+      options_.metrics->RecordMalformedLines((*pipeline)->malformed_lines());
+    }
 
     const EvalResult* eval = nullptr;
     EvalResult eval_result;
@@ -286,6 +294,12 @@ void Trainer::ReportProgress(const EvalResult* eval) {
   interval_start_ = now;
   interval_examples_ = 0;
   interval_loss_ = 0;
+  if (options_.metrics != nullptr) {
+    options_.metrics->RecordProgress(report.loss, report.samples_per_second);
+    if (eval != nullptr) {
+      options_.metrics->RecordEval(eval->auc, eval->log_loss);
+    }
+  }
   if (options_.on_progress) {
     options_.on_progress(report);
     return;

@@ -22,6 +22,7 @@ class AsyncPusher;
 class Collective;
 class FileSystem;
 class PsClient;
+class TrainingMetrics;
 
 struct EvalResult {
   int64_t examples = 0;
@@ -80,6 +81,9 @@ struct TrainerOptions {
   std::function<void(int64_t step, absl::Span<const float> parameters)> on_step;
   // Called at every progress interval; default: a log line on rank 0.
   std::function<void(const ProgressReport&)> on_progress;
+  // Updated every step and progress interval when set (a metrics port).
+  // Not owned.
+  TrainingMetrics* metrics = nullptr;
 };
 
 // The training loop of one rank: data-parallel DLRM training with the
