@@ -53,6 +53,8 @@ constexpr char kUsage[] =
     "  checkpoint [ID] [--global_step=N]   (no ID: \"step-<N>\")\n"
     "  restore ID\n"
     "  health                     exit 0 when every shard is SERVING\n"
+    "  status [--serving=H:P] [--interval_s=S]   shards up, rows, memory,\n"
+    "                             requests/s; the serving PS's lag\n"
     "  feature-key FIELD VALUE..  PS keys of Criteo values of C<FIELD>\n"
     "                             (8 hex digits, - for empty; no --shards)\n"
     "Exit status: 0 success, 1 error from the cluster, 2 usage error.\n"
@@ -79,6 +81,7 @@ constexpr Command kCommands[] = {
     {"checkpoint", CheckpointCommand, 0, 1, "checkpoint [ID]"},
     {"restore", RestoreCommand, 1, 1, "restore ID"},
     {"health", HealthCommand, 0, 0, "health"},
+    {"status", StatusCommand, 0, 0, "status [--serving=H:P]"},
     {"feature-key", FeatureKeyCommand, 2, kAny, "feature-key FIELD VALUE...",
      false},
 };

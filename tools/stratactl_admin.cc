@@ -49,8 +49,6 @@ ABSL_FLAG(uint64_t, global_step, 0, "checkpoint: global step to tag it with.");
 
 namespace strata {
 namespace tools_internal {
-namespace {
-
 std::string HumanBytes(uint64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);
@@ -62,6 +60,8 @@ std::string HumanBytes(uint64_t bytes) {
   return unit == 0 ? absl::StrCat(bytes, " B")
                    : absl::StrFormat("%.1f %s", value, units[unit]);
 }
+
+namespace {
 
 std::string OptimizerName(v1::OptimizerType type) {
   return absl::AsciiStrToLower(v1::OptimizerType_Name(type));

@@ -1,6 +1,7 @@
 #ifndef STRATA_TOOLS_STRATACTL_COMMANDS_H_
 #define STRATA_TOOLS_STRATACTL_COMMANDS_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,8 @@ int UsageError(absl::string_view message);
 int ClusterError(const absl::Status& status);
 // Writes `text` and a newline to stdout.
 void PrintLine(absl::string_view text);
+// "512 B", "1.5 MiB", ...
+std::string HumanBytes(uint64_t bytes);
 
 // Each returns the process exit code, having printed its result or error.
 int CreateTableCommand(const CommandContext& context);
@@ -43,6 +46,9 @@ int RestoreCommand(const CommandContext& context);
 int HealthCommand(const CommandContext& context);
 int PullCommand(const CommandContext& context);
 int PushCommand(const CommandContext& context);
+// Every shard's state and rates (and the serving PS's lag with --serving);
+// exit 1 when a shard or the serving PS is down.
+int StatusCommand(const CommandContext& context);
 // Needs no cluster: context.client is null.
 int FeatureKeyCommand(const CommandContext& context);
 

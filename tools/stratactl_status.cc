@@ -1,0 +1,270 @@
+// stratactl status: one screen on the whole cluster. Each shard is asked for
+// its stats twice, --interval_s apart (each on its own client, so a shard
+// that is down is named without hiding the others); the difference gives
+// requests and keys per second. With --serving, the serving PS reports how
+// far it trails each shard's change stream.
+
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "serving/serving_client.h"
+#include "tools/json_writer.h"
+#include "tools/stratactl_commands.h"
+
+ABSL_FLAG(std::string, serving, "",
+          "status: host:port of a serving PS to report on as well.");
+ABSL_FLAG(double, interval_s, 1.0,
+          "status: seconds between the two stats samples that rates come "
+          "from.");
+
+namespace strata {
+namespace tools_internal {
+namespace {
+
+struct ShardSample {
+  absl::Status status;
+  v1::StatsResponse stats;
+  absl::Time at;
+};
+
+struct ShardStatus {
+  std::string address;
+  absl::Status status;  // of the second sample
+  uint64_t rows = 0;
+  uint64_t memory_bytes = 0;
+  size_t tables = 0;
+  double pulls_per_second = 0;
+  double pushes_per_second = 0;
+  double keys_pulled_per_second = 0;
+  double keys_pushed_per_second = 0;
+  uint64_t failed_requests = 0;
+};
+
+// Stats of every shard at once, each through its own one-shard client.
+std::vector<ShardSample> SampleShards(const CommandContext& context) {
+  const std::vector<std::string>& addresses =
+      context.client_options.shard_addresses;
+  std::vector<ShardSample> samples(addresses.size());
+  std::vector<std::thread> threads;
+  for (size_t s = 0; s < addresses.size(); ++s) {
+    threads.emplace_back([&context, &addresses, &samples, s] {
+      PsClientOptions options = context.client_options;
+      options.shard_addresses = {addresses[s]};
+      options.retry_deadline = absl::ZeroDuration();
+      auto client = PsClient::Create(options);
+      samples[s].at = absl::Now();
+      if (!client.ok()) {
+        samples[s].status = client.status();
+        return;
+      }
+      auto stats = (*client)->Stats();
+      if (!stats.ok()) {
+        samples[s].status = stats.status();
+      } else {
+        samples[s].stats = stats->at(0);
+      }
+      samples[s].at = absl::Now();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  return samples;
+}
+
+double Rate(uint64_t before, uint64_t after, double seconds) {
+  return seconds > 0 && after >= before ? (after - before) / seconds : 0;
+}
+
+ShardStatus Summarize(const std::string& address, const ShardSample& first,
+                      const ShardSample& second) {
+  ShardStatus shard;
+  shard.address = address;
+  shard.status = second.status;
+  if (!second.status.ok()) return shard;
+  const v1::StatsResponse& now = second.stats;
+  for (const v1::TableInfo& table : now.tables()) {
+    shard.rows += table.num_rows();
+    shard.memory_bytes += table.memory_bytes();
+  }
+  shard.tables = now.tables_size();
+  shard.failed_requests = now.failed_requests();
+  if (!first.status.ok()) return shard;
+  const v1::StatsResponse& then = first.stats;
+  const double seconds = absl::ToDoubleSeconds(second.at - first.at);
+  shard.pulls_per_second =
+      Rate(then.pull_requests(), now.pull_requests(), seconds);
+  shard.pushes_per_second =
+      Rate(then.push_requests(), now.push_requests(), seconds);
+  shard.keys_pulled_per_second =
+      Rate(then.keys_pulled(), now.keys_pulled(), seconds);
+  shard.keys_pushed_per_second =
+      Rate(then.keys_pushed(), now.keys_pushed(), seconds);
+  return shard;
+}
+
+absl::StatusOr<v1::ServingStatusResponse> ServingStatus(
+    const CommandContext& context, const std::string& address) {
+  ServingClientOptions options;
+  options.endpoints = {address};
+  options.retry_deadline = absl::ZeroDuration();
+  options.tls_ca_file = context.client_options.tls_ca_file;
+  options.tls_client_cert_file = context.client_options.tls_client_cert_file;
+  options.tls_client_key_file = context.client_options.tls_client_key_file;
+  options.auth_token = context.client_options.auth_token;
+  auto client = ServingClient::Create(options);
+  if (!client.ok()) return client.status();
+  return (*client)->Status();
+}
+
+void PrintText(
+    const std::vector<ShardStatus>& shards, const std::string& serving_address,
+    const std::optional<absl::StatusOr<v1::ServingStatusResponse>>& serving) {
+  size_t up = 0;
+  uint64_t rows = 0, memory = 0;
+  double pulls = 0, pushes = 0;
+  for (const ShardStatus& shard : shards) {
+    if (!shard.status.ok()) continue;
+    ++up;
+    rows += shard.rows;
+    memory += shard.memory_bytes;
+    pulls += shard.pulls_per_second;
+    pushes += shard.pushes_per_second;
+  }
+  PrintLine(absl::StrFormat(
+      "cluster: %d/%d shards up, %d rows, %s, %.1f pulls/s, %.1f pushes/s", up,
+      shards.size(), rows, HumanBytes(memory), pulls, pushes));
+  for (size_t s = 0; s < shards.size(); ++s) {
+    const ShardStatus& shard = shards[s];
+    if (!shard.status.ok()) {
+      PrintLine(absl::StrCat("shard ", s, " ", shard.address, " DOWN: ",
+                             absl::StatusCodeToString(shard.status.code()),
+                             ": ", shard.status.message()));
+      continue;
+    }
+    PrintLine(absl::StrFormat(
+        "shard %d %s UP tables=%d rows=%d memory=%s pulls/s=%.1f "
+        "pushes/s=%.1f keys_pulled/s=%.0f keys_pushed/s=%.0f failed=%d",
+        s, shard.address, shard.tables, shard.rows,
+        HumanBytes(shard.memory_bytes), shard.pulls_per_second,
+        shard.pushes_per_second, shard.keys_pulled_per_second,
+        shard.keys_pushed_per_second, shard.failed_requests));
+  }
+  if (!serving.has_value()) return;
+  if (!serving->ok()) {
+    PrintLine(absl::StrCat("serving ", serving_address, " DOWN: ",
+                           absl::StatusCodeToString(serving->status().code()),
+                           ": ", serving->status().message()));
+    return;
+  }
+  PrintLine(absl::StrCat("serving ", serving_address,
+                         " UP mode=", (*serving)->mode()));
+  for (const v1::FollowedShard& followed : (*serving)->shards()) {
+    PrintLine(absl::StrFormat(
+        "  follows shard %d %s: %s, %d updates behind, lag %.3f s%s",
+        followed.shard_index(), followed.address(),
+        followed.connected() ? "connected" : "DISCONNECTED",
+        followed.latest_sequence() - followed.applied_sequence(),
+        followed.lag_seconds(),
+        followed.last_error().empty()
+            ? ""
+            : absl::StrCat(" (", followed.last_error(), ")")));
+  }
+}
+
+void PrintJson(
+    const std::vector<ShardStatus>& shards, const std::string& serving_address,
+    const std::optional<absl::StatusOr<v1::ServingStatusResponse>>& serving) {
+  JsonWriter json;
+  json.BeginObject().Key("shards").BeginArray();
+  for (const ShardStatus& shard : shards) {
+    json.BeginObject();
+    json.Key("address").String(shard.address);
+    json.Key("up").Bool(shard.status.ok());
+    if (!shard.status.ok()) {
+      json.Key("error").String(shard.status.ToString());
+    } else {
+      json.Key("tables").Uint(shard.tables);
+      json.Key("rows").Uint(shard.rows);
+      json.Key("memory_bytes").Uint(shard.memory_bytes);
+      json.Key("pulls_per_second").Double(shard.pulls_per_second);
+      json.Key("pushes_per_second").Double(shard.pushes_per_second);
+      json.Key("keys_pulled_per_second").Double(shard.keys_pulled_per_second);
+      json.Key("keys_pushed_per_second").Double(shard.keys_pushed_per_second);
+      json.Key("failed_requests").Uint(shard.failed_requests);
+    }
+    json.EndObject();
+  }
+  json.EndArray();
+  if (serving.has_value()) {
+    json.Key("serving").BeginObject();
+    json.Key("address").String(serving_address);
+    json.Key("up").Bool(serving->ok());
+    if (!serving->ok()) {
+      json.Key("error").String(serving->status().ToString());
+    } else {
+      json.Key("mode").String((*serving)->mode());
+      json.Key("shards").BeginArray();
+      for (const v1::FollowedShard& followed : (*serving)->shards()) {
+        json.BeginObject();
+        json.Key("shard_index").Uint(followed.shard_index());
+        json.Key("connected").Bool(followed.connected());
+        json.Key("updates_behind")
+            .Uint(followed.latest_sequence() - followed.applied_sequence());
+        json.Key("lag_seconds").Double(followed.lag_seconds());
+        json.EndObject();
+      }
+      json.EndArray();
+    }
+    json.EndObject();
+  }
+  json.EndObject();
+  PrintLine(json.text());
+}
+
+}  // namespace
+
+int StatusCommand(const CommandContext& context) {
+  const double interval = absl::GetFlag(FLAGS_interval_s);
+  if (!(interval >= 0 && interval <= 600)) {
+    return UsageError("--interval_s must be in 0..600");
+  }
+  const std::vector<ShardSample> first = SampleShards(context);
+  // The sampling interval that rates are measured over.
+  absl::SleepFor(absl::Seconds(interval));
+  const std::vector<ShardSample> second = SampleShards(context);
+  std::vector<ShardStatus> shards;
+  bool healthy = true;
+  for (size_t s = 0; s < first.size(); ++s) {
+    shards.push_back(Summarize(context.client_options.shard_addresses[s],
+                               first[s], second[s]));
+    healthy = healthy && shards.back().status.ok();
+  }
+  const std::string serving_address = absl::GetFlag(FLAGS_serving);
+  std::optional<absl::StatusOr<v1::ServingStatusResponse>> serving;
+  if (!serving_address.empty()) {
+    serving = ServingStatus(context, serving_address);
+    healthy = healthy && serving->ok();
+    if (serving->ok()) {
+      for (const v1::FollowedShard& followed : (*serving)->shards()) {
+        healthy = healthy && followed.connected();
+      }
+    }
+  }
+  if (context.json) {
+    PrintJson(shards, serving_address, serving);
+  } else {
+    PrintText(shards, serving_address, serving);
+  }
+  return healthy ? kExitOk : kExitClusterError;
+}
+
+}  // namespace tools_internal
+}  // namespace strata
