@@ -10,6 +10,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev redis-server redis-tools
   libopenblas-dev libgloo-dev
+  # Only the tests need it: the status page is checked in headless Chromium.
+  chromium
 )
 
 missing=()

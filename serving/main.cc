@@ -270,6 +270,11 @@ int Run() {
       return HttpServer::Response{200, "text/plain; version=0.0.4",
                                   service.PrometheusText()};
     });
+    // A page for people: the same numbers, reloading itself.
+    http.Handle("/status", [&service] {
+      return HttpServer::Response{200, "text/html; charset=utf-8",
+                                  service.StatusPage(/*refresh_seconds=*/2)};
+    });
     absl::StatusOr<int> started = http.Start(absl::GetFlag(FLAGS_host),
                                              absl::GetFlag(FLAGS_metrics_port));
     if (!started.ok()) {

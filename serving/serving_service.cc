@@ -6,6 +6,7 @@
 #include "common/auth.h"
 #include "common/grpc_status.h"
 #include "server/table_config_proto.h"
+#include "serving/status_page.h"
 
 namespace strata {
 namespace {
@@ -111,6 +112,13 @@ grpc::ServerUnaryReactor* ServingService::Status(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+std::string ServingService::StatusPage(int refresh_seconds) {
+  v1::ServingStatusResponse status;
+  DoStatus(status);
+  return RenderStatusPage(status, keys_.load(), missing_keys_.load(),
+                          refresh_seconds);
 }
 
 std::string ServingService::PrometheusText() {

@@ -58,6 +58,8 @@ class ServingService final : public v1::ServingService::CallbackService {
   // Prometheus text of the request counters, the followed shards and the
   // tables.
   std::string PrometheusText();
+  // The same as an HTML page (serving/status_page.h).
+  std::string StatusPage(int refresh_seconds);
 
  private:
   enum Method { kLookup, kStatus, kMethods };

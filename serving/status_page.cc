@@ -1,0 +1,117 @@
+#include "serving/status_page.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace strata {
+namespace {
+
+constexpr char kStyle[] =
+    "body{font-family:sans-serif;margin:1.5em}"
+    "table{border-collapse:collapse;margin-bottom:1.5em}"
+    "th,td{border:1px solid #bbb;padding:0.3em 0.7em;text-align:right}"
+    "th{background:#eee}.down{color:#b00;font-weight:bold}"
+    ".up{color:#070}";
+
+void AppendShards(const v1::ServingStatusResponse& status, std::string* out) {
+  absl::StrAppend(out,
+                  "<h2>Training shards followed</h2><table id=\"shards\">"
+                  "<tr><th>shard</th><th>address</th><th>state</th>"
+                  "<th>applied</th><th>latest</th><th>behind</th>"
+                  "<th>lag (s)</th><th>last error</th></tr>");
+  for (const v1::FollowedShard& shard : status.shards()) {
+    const uint64_t behind =
+        shard.latest_sequence() >= shard.applied_sequence()
+            ? shard.latest_sequence() - shard.applied_sequence()
+            : 0;
+    absl::StrAppendFormat(
+        out,
+        "<tr id=\"shard-%d\"><td>%d</td><td>%s</td>"
+        "<td class=\"state %s\">%s</td><td class=\"applied\">%d</td>"
+        "<td class=\"latest\">%d</td><td class=\"behind\">%d</td>"
+        "<td class=\"lag\">%.3f</td><td>%s</td></tr>",
+        shard.shard_index(), shard.shard_index(), HtmlEscape(shard.address()),
+        shard.connected() ? "up" : "down",
+        shard.connected() ? "connected" : "DISCONNECTED",
+        shard.applied_sequence(), shard.latest_sequence(), behind,
+        shard.lag_seconds(), HtmlEscape(shard.last_error()));
+  }
+  absl::StrAppend(out, "</table>");
+}
+
+void AppendTables(const v1::ServingStatusResponse& status, std::string* out) {
+  absl::StrAppend(out,
+                  "<h2>Tables</h2><table id=\"tables\"><tr><th>table</th>"
+                  "<th>dim</th><th>rows</th></tr>");
+  for (const v1::TableInfo& table : status.tables()) {
+    const std::string name = HtmlEscape(table.config().name());
+    absl::StrAppendFormat(out,
+                          "<tr id=\"table-%s\"><td>%s</td><td class=\"dim\">"
+                          "%d</td><td class=\"rows\">%d</td></tr>",
+                          name, name, table.config().dim(), table.num_rows());
+  }
+  absl::StrAppend(out, "</table>");
+}
+
+}  // namespace
+
+std::string HtmlEscape(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string RenderStatusPage(const v1::ServingStatusResponse& status,
+                             uint64_t keys_total, uint64_t missing_keys_total,
+                             int refresh_seconds) {
+  size_t connected = 0;
+  for (const v1::FollowedShard& shard : status.shards()) {
+    if (shard.connected()) ++connected;
+  }
+  uint64_t rows = 0;
+  for (const v1::TableInfo& table : status.tables()) rows += table.num_rows();
+  std::string out = absl::StrFormat(
+      "<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
+      "<meta http-equiv=\"refresh\" content=\"%d\">"
+      "<title>Strata serving PS</title><style>%s</style></head><body>"
+      "<h1>Strata serving PS</h1>"
+      "<p id=\"summary\">mode <span id=\"mode\">%s</span>; "
+      "<span id=\"shards-connected\">%d</span>/<span id=\"shards-total\">%d"
+      "</span> shards connected; <span id=\"rows-total\">%d</span> rows in "
+      "<span id=\"tables-total\">%d</span> tables; "
+      "<span id=\"keys-total\">%d</span> keys looked up, "
+      "<span id=\"missing-keys-total\">%d</span> without a row.</p>",
+      refresh_seconds, kStyle, HtmlEscape(status.mode()), connected,
+      status.shards_size(), rows, status.tables_size(), keys_total,
+      missing_keys_total);
+  AppendShards(status, &out);
+  AppendTables(status, &out);
+  absl::StrAppendFormat(&out,
+                        "<p>Reloads every %d s. Same numbers as "
+                        "<a href=\"/metrics\">/metrics</a>.</p></body></html>",
+                        refresh_seconds);
+  return out;
+}
+
+}  // namespace strata
