@@ -57,6 +57,18 @@ struct EmbeddingStoreOptions {
   size_t change_log_bytes = size_t{256} << 20;
 };
 
+// What the storage engine reports about itself, for /metrics. Summed over
+// the store's column families.
+struct StorageStats {
+  uint64_t memtable_bytes = 0;            // active and immutable memtables
+  uint64_t immutable_memtables = 0;       // full, waiting to be flushed
+  uint64_t pending_compaction_bytes = 0;  // compaction's estimated backlog
+  uint64_t running_flushes = 0;
+  uint64_t running_compactions = 0;
+  uint64_t sst_bytes = 0;          // every SST file on disk
+  uint64_t block_cache_bytes = 0;  // block cache in use
+};
+
 // The values (no optimizer state) of some tables at one sequence of the
 // change log: what a new follower starts from.
 struct ValueSnapshot {
@@ -151,6 +163,9 @@ class EmbeddingStore {
   virtual std::vector<std::string> ListCheckpoints() = 0;
 
   virtual Durability durability() const = 0;
+
+  // Zeros while the store is closed (during a restore).
+  virtual StorageStats GetStorageStats() = 0;
 
   // The numbered updates applied since the store opened (or was restored):
   // every acknowledged push and table creation, with the new row values.

@@ -372,6 +372,37 @@ absl::Status RocksDbEmbeddingStore::WriteLocked(rocksdb::WriteBatch& batch,
   return absl::OkStatus();
 }
 
+StorageStats RocksDbEmbeddingStore::GetStorageStats() {
+  StorageStats stats;
+  absl::ReaderMutexLock lock(&commit_mu_);
+  if (db_ == nullptr) return stats;
+  // Properties summed over every column family (GetAggregatedIntProperty),
+  // except the block cache, which the families share.
+  auto sum = [this](const std::string& property, uint64_t* out) {
+    uint64_t value = 0;
+    if (db_->GetAggregatedIntProperty(property, &value)) *out = value;
+  };
+  sum(rocksdb::DB::Properties::kCurSizeAllMemTables, &stats.memtable_bytes);
+  sum(rocksdb::DB::Properties::kNumImmutableMemTable,
+      &stats.immutable_memtables);
+  sum(rocksdb::DB::Properties::kEstimatePendingCompactionBytes,
+      &stats.pending_compaction_bytes);
+  sum(rocksdb::DB::Properties::kTotalSstFilesSize, &stats.sst_bytes);
+  uint64_t value = 0;
+  if (db_->GetIntProperty(rocksdb::DB::Properties::kNumRunningFlushes,
+                          &value)) {
+    stats.running_flushes = value;
+  }
+  if (db_->GetIntProperty(rocksdb::DB::Properties::kNumRunningCompactions,
+                          &value)) {
+    stats.running_compactions = value;
+  }
+  if (db_->GetIntProperty(rocksdb::DB::Properties::kBlockCacheUsage, &value)) {
+    stats.block_cache_bytes = value;
+  }
+  return stats;
+}
+
 }  // namespace embedding_internal
 
 absl::string_view DurabilityName(Durability durability) {

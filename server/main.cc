@@ -47,6 +47,36 @@ ABSL_FLAG(int64_t, change_log_mb, 256,
 namespace strata {
 namespace {
 
+// RocksDB's own numbers that matter when a shard slows down: memtables
+// waiting to flush, compaction backlog, files on disk, the block cache.
+void AppendStorageMetrics(const StorageStats& stats, std::string* body) {
+  const struct {
+    const char* name;
+    const char* help;
+    uint64_t value;
+  } gauges[] = {
+      {"strata_store_memtable_bytes", "Bytes in RocksDB memtables.",
+       stats.memtable_bytes},
+      {"strata_store_immutable_memtables", "Full memtables waiting to flush.",
+       stats.immutable_memtables},
+      {"strata_store_pending_compaction_bytes",
+       "Bytes RocksDB estimates compaction must rewrite.",
+       stats.pending_compaction_bytes},
+      {"strata_store_running_flushes", "Memtable flushes running.",
+       stats.running_flushes},
+      {"strata_store_running_compactions", "Compactions running.",
+       stats.running_compactions},
+      {"strata_store_sst_bytes", "Bytes of SST files on disk.",
+       stats.sst_bytes},
+      {"strata_store_block_cache_bytes", "Bytes of the block cache in use.",
+       stats.block_cache_bytes},
+  };
+  for (const auto& gauge : gauges) {
+    absl::StrAppend(body, "# HELP ", gauge.name, " ", gauge.help, "\n# TYPE ",
+                    gauge.name, " gauge\n", gauge.name, " ", gauge.value, "\n");
+  }
+}
+
 constexpr int kExitOk = 0;
 constexpr int kExitRuntimeError = 1;
 constexpr int kExitUsage = 2;
@@ -167,6 +197,7 @@ int Run() {
         absl::StrAppend(&body, "strata_table_memory_bytes{table=\"",
                         t.config.name, "\"} ", t.memory_bytes, "\n");
       }
+      AppendStorageMetrics((*store)->GetStorageStats(), &body);
       return HttpServer::Response{200, "text/plain; version=0.0.4", body};
     });
     absl::StatusOr<int> started = http.Start(absl::GetFlag(FLAGS_host),

@@ -82,6 +82,7 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
     return files_.ListCheckpoints();
   }
   Durability durability() const override { return options_.durability; }
+  StorageStats GetStorageStats() override;
   const ChangeLog& change_log() const override { return change_log_; }
   absl::StatusOr<ValueSnapshot> SnapshotValues(
       absl::Span<const std::string> tables) override;

@@ -330,5 +330,39 @@ TEST(ServerBinaryTest, MetricsCountRequestsAndHealthzAnswers) {
               IsOkAndHolds(0.0));
 }
 
+TEST(ServerBinaryTest, MetricsShowTheStoreMemtablesGrowWithPushes) {
+  ServerProcessOptions options;
+  options.flags = {"--metrics_port=0", "--durability=group"};
+  ServerProcess server(options);
+  ASSERT_THAT(server.Start(), IsOk());
+  STRATA_ASSERT_OK_AND_ASSIGN(int metrics_port, MetricsPort(server));
+  STRATA_ASSERT_OK_AND_ASSIGN(std::string before,
+                              HttpGet(metrics_port, "/metrics"));
+  for (const char* gauge :
+       {"strata_store_immutable_memtables",
+        "strata_store_pending_compaction_bytes", "strata_store_running_flushes",
+        "strata_store_running_compactions", "strata_store_sst_bytes",
+        "strata_store_block_cache_bytes"}) {
+    EXPECT_THAT(SampleValue(before, gauge), IsOk()) << gauge;
+  }
+  STRATA_ASSERT_OK_AND_ASSIGN(
+      double memtable_before,
+      SampleValue(before, "strata_store_memtable_bytes"));
+
+  Client client(server.address());
+  ASSERT_THAT(client.CreateTable(TableConfig("t", v1::SGD)), IsOk());
+  std::vector<uint64_t> keys;
+  for (uint64_t k = 1; k <= 500; ++k) keys.push_back(k);
+  ASSERT_THAT(client.Push("t", keys, std::vector<float>(keys.size() * 4, 0.5f)),
+              IsOk());
+
+  STRATA_ASSERT_OK_AND_ASSIGN(std::string after,
+                              HttpGet(metrics_port, "/metrics"));
+  STRATA_ASSERT_OK_AND_ASSIGN(
+      double memtable_after, SampleValue(after, "strata_store_memtable_bytes"));
+  // 500 rows of 4 floats and their optimizer state went into the memtables.
+  EXPECT_GE(memtable_after - memtable_before, 500 * 4 * sizeof(float));
+}
+
 }  // namespace
 }  // namespace strata
