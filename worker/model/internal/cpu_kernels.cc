@@ -115,10 +115,5 @@ void DotInteractionBackwardBatch(const float* vt, const float* ddots, int count,
   }
 }
 
-STRATA_MULTIVERSION
-void AddScaled(float scale, const float* x, int n, float* y) {
-  for (int i = 0; i < n; ++i) y[i] += scale * x[i];
-}
-
 }  // namespace model_internal
 }  // namespace strata

@@ -24,9 +24,6 @@ void DotInteractionBatch(const float* vt, int count, int dim, int n,
 void DotInteractionBackwardBatch(const float* vt, const float* ddots, int count,
                                  int dim, int n, size_t stride, float* dvt);
 
-// y[0..n) += scale * x[0..n).
-void AddScaled(float scale, const float* x, int n, float* y);
-
 }  // namespace model_internal
 }  // namespace strata
 
