@@ -1,6 +1,5 @@
 // stratactl status: one screen on the whole cluster. Each shard is asked for
-// its stats twice, --interval_s apart (each on its own client, so a shard
-// that is down is named without hiding the others); the difference gives
+// its stats twice, --interval_s apart; the difference gives
 // requests and keys per second. With --serving, the serving PS reports how
 // far it trails each shard's change stream.
 
@@ -49,30 +48,39 @@ struct ShardStatus {
   uint64_t failed_requests = 0;
 };
 
-// Stats of every shard at once, each through its own one-shard client.
-std::vector<ShardSample> SampleShards(const CommandContext& context) {
-  const std::vector<std::string>& addresses =
-      context.client_options.shard_addresses;
-  std::vector<ShardSample> samples(addresses.size());
+// One single-shard client per shard, made once and asked twice, so that a
+// shard that is down is named without hiding the others.
+using ShardClients = std::vector<absl::StatusOr<std::unique_ptr<PsClient>>>;
+
+ShardClients ConnectShards(const CommandContext& context) {
+  ShardClients clients;
+  for (const std::string& address : context.client_options.shard_addresses) {
+    PsClientOptions options = context.client_options;
+    options.shard_addresses = {address};
+    options.retry_deadline = absl::ZeroDuration();
+    clients.push_back(PsClient::Create(options));
+  }
+  return clients;
+}
+
+// Stats of every shard at once.
+std::vector<ShardSample> SampleShards(const ShardClients& clients) {
+  std::vector<ShardSample> samples(clients.size());
   std::vector<std::thread> threads;
-  for (size_t s = 0; s < addresses.size(); ++s) {
-    threads.emplace_back([&context, &addresses, &samples, s] {
-      PsClientOptions options = context.client_options;
-      options.shard_addresses = {addresses[s]};
-      options.retry_deadline = absl::ZeroDuration();
-      auto client = PsClient::Create(options);
-      samples[s].at = absl::Now();
-      if (!client.ok()) {
-        samples[s].status = client.status();
+  for (size_t s = 0; s < clients.size(); ++s) {
+    threads.emplace_back([&clients, &samples, s] {
+      if (!clients[s].ok()) {
+        samples[s].status = clients[s].status();
+        samples[s].at = absl::Now();
         return;
       }
-      auto stats = (*client)->Stats();
+      auto stats = (*clients[s])->Stats();
+      samples[s].at = absl::Now();
       if (!stats.ok()) {
         samples[s].status = stats.status();
       } else {
         samples[s].stats = stats->at(0);
       }
-      samples[s].at = absl::Now();
     });
   }
   for (std::thread& thread : threads) thread.join();
@@ -236,10 +244,11 @@ int StatusCommand(const CommandContext& context) {
   if (!(interval >= 0 && interval <= 600)) {
     return UsageError("--interval_s must be in 0..600");
   }
-  const std::vector<ShardSample> first = SampleShards(context);
+  const ShardClients clients = ConnectShards(context);
+  const std::vector<ShardSample> first = SampleShards(clients);
   // The sampling interval that rates are measured over.
   absl::SleepFor(absl::Seconds(interval));
-  const std::vector<ShardSample> second = SampleShards(context);
+  const std::vector<ShardSample> second = SampleShards(clients);
   std::vector<ShardStatus> shards;
   bool healthy = true;
   for (size_t s = 0; s < first.size(); ++s) {
