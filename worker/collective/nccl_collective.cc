@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
 #include "common/clock.h"
+#include "common/cuda_status.h"
 #include "common/status_macros.h"
 
 namespace strata {
@@ -21,25 +22,6 @@ namespace {
 // How often a wait looks at the stream and the communicator. A wait never
 // blocks inside CUDA or NCCL, so that a missing peer becomes a timeout.
 constexpr absl::Duration kPollInterval = absl::Microseconds(20);
-
-absl::Status CudaStatus(cudaError_t error, absl::string_view call) {
-  if (error == cudaSuccess) return absl::OkStatus();
-  const std::string message = absl::StrCat(call, ": ", cudaGetErrorName(error),
-                                           ": ", cudaGetErrorString(error));
-  switch (error) {
-    case cudaErrorMemoryAllocation:
-      return absl::ResourceExhaustedError(message);
-    case cudaErrorNoDevice:
-    case cudaErrorInsufficientDriver:
-    case cudaErrorSystemDriverMismatch:
-    case cudaErrorCompatNotSupportedOnDevice:
-    case cudaErrorDevicesUnavailable:
-    case cudaErrorInvalidDevice:
-      return absl::FailedPreconditionError(message);
-    default:
-      return absl::InternalError(message);
-  }
-}
 
 // UNAVAILABLE when a peer or the network failed, INVALID_ARGUMENT for a
 // misuse NCCL detected (such as two ranks on one GPU), INTERNAL otherwise.
