@@ -9,7 +9,7 @@ packages=(
   librocksdb-dev libabsl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev redis-server redis-tools
-  libopenblas-dev libgloo-dev
+  libopenblas-dev libgloo-dev libyaml-cpp-dev
   # Only the tests need it: the status page is checked in headless Chromium.
   chromium
 )

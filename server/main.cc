@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/cluster_flags.h"
 #include "common/command_line.h"
 #include "common/daemon.h"
 #include "common/daemon_flags.h"
@@ -250,12 +251,13 @@ int Run() {
 }  // namespace strata
 
 int main(int argc, char** argv) {
-  strata::ParseCommandLine(
+  strata::ParseCommandLineWithCluster(
       "One shard of the Strata training parameter server. Its gRPC port "
       "also serves the Rendezvous service (strata.v1.Rendezvous), through "
       "which the ranks of a training job exchange their addresses.\n"
       "Example: strata-server --port=50051 --shard_index=0 --num_shards=2 "
-      "--data_dir=/var/lib/strata/shard0 --durability=group",
-      argc, argv);
+      "--data_dir=/var/lib/strata/shard0 --durability=group\n"
+      "  or: strata-server --cluster_file=cluster.yaml --shard_index=0",
+      argc, argv, strata::ClusterRole::kShard);
   return strata::Run();
 }

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "common/cluster_flags.h"
 #include "common/command_line.h"
 #include "common/daemon.h"
 #include "common/daemon_flags.h"
@@ -319,11 +320,12 @@ int Run() {
 }  // namespace strata
 
 int main(int argc, char** argv) {
-  strata::ParseCommandLine(
+  strata::ParseCommandLineWithCluster(
       "The Strata serving parameter server: follows the training shards' "
       "change streams and answers read-only lookups.\n"
       "Example: strata-serving --port=50061 --data_dir=/var/lib/strata/serving "
-      "--shards=10.0.0.1:50051,10.0.0.2:50051",
-      argc, argv);
+      "--shards=10.0.0.1:50051,10.0.0.2:50051\n"
+      "  or: strata-serving --cluster_file=cluster.yaml",
+      argc, argv, strata::ClusterRole::kServing);
   return strata::Run();
 }

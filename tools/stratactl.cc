@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "common/client_flags.h"
+#include "common/cluster_flags.h"
 #include "common/command_line.h"
 #include "tools/json_writer.h"
 #include "tools/stratactl_commands.h"
@@ -137,7 +138,8 @@ absl::StatusOr<PsClientOptions> ClientOptionsFromFlags() {
 }
 
 int Run(int argc, char** argv) {
-  std::vector<std::string> positional = ParseCommandLine(kUsage, argc, argv);
+  std::vector<std::string> positional =
+      ParseCommandLineWithCluster(kUsage, argc, argv, ClusterRole::kClient);
   if (positional.size() < 2) {
     return UsageError("no command given (see --help)");
   }

@@ -18,6 +18,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/client_flags.h"
+#include "common/cluster_flags.h"
 #include "common/command_line.h"
 #include "common/http_server.h"
 #include "common/logging.h"
@@ -170,11 +171,12 @@ int main(int argc, char** argv) {
   // A peer rank that dies mid-write must surface as an error from the
   // collective, not kill this rank with SIGPIPE (Gloo writes with writev).
   std::signal(SIGPIPE, SIG_IGN);
-  strata::ParseCommandLine(
+  strata::ParseCommandLineWithCluster(
       "strata-worker: one rank of a Strata training job.\n"
       "  strata-worker --shards=H:P,H:P --rank=R --num_workers=N "
-      "--train_files=F [--eval_files=F] [flags]",
-      argc, argv);
+      "--train_files=F [--eval_files=F] [flags]\n"
+      "  or: strata-worker --cluster_file=cluster.yaml --rank=R [flags]",
+      argc, argv, strata::ClusterRole::kWorker);
   auto flags = strata::WorkerFlagsFromCommandLine();
   if (!flags.ok()) {
     return strata::UsageError(std::string(flags.status().message()));
