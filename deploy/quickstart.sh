@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # One command, one machine: installs what is missing, builds Strata, writes
-# synthetic click data with strata-datagen, starts a two-shard training
-# parameter server and a serving PS that follows it, trains the DLRM model
-# with two strata-worker ranks (Gloo allreduce between them), prints progress
-# and the held-out AUC next to the planted ceiling, looks trained rows up on
-# the serving PS, and stops it all cleanly.
+# synthetic click data with strata-datagen, and starts the cluster of
+# deploy/local/cluster.yaml with deploy/local/strata-local: a two-shard
+# training parameter server, a serving PS that follows it, and two
+# strata-worker ranks (Gloo allreduce between them) that train the DLRM
+# model. Prints progress and the held-out AUC next to the planted ceiling,
+# the cluster's status, looks trained rows up on the serving PS, and stops it
+# all cleanly (every process exits 0). Uses the file's fixed ports
+# (50051-50052, 50061, 9090-9091, 9095).
 #
 # Usage: deploy/quickstart.sh [--keep-data] [--rows=N]
 set -euo pipefail
@@ -28,15 +31,15 @@ step "Installing missing packages and building (first run takes a few minutes)"
 bin="$root/build/bin"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/strata-quickstart.XXXXXX")"
-pids=()
-serving_pid=""
+# The cluster: deploy/local/cluster.yaml, run by deploy/local/strata-local
+# with $work as its run directory (logs in $work/logs).
+local_cluster="$root/deploy/local/strata-local"
+cluster_file="$root/deploy/local/cluster.yaml"
+running=0
 cleanup() {
-  for pid in "${pids[@]}" $serving_pid; do
-    kill -TERM "$pid" 2>/dev/null || true
-  done
-  for pid in "${pids[@]}" $serving_pid; do
-    wait "$pid" 2>/dev/null || true
-  done
+  if ((running)); then
+    "$local_cluster" stop --run_dir="$work" >/dev/null 2>&1 || true
+  fi
   if ((keep_data)); then
     echo "data and logs kept in $work"
   else
@@ -45,99 +48,55 @@ cleanup() {
 }
 trap cleanup EXIT
 
-wait_for_file() {
-  local file="$1" pid="$2" deadline=$((SECONDS + 30))
-  until [[ -s "$file" ]]; do
-    if ! kill -0 "$pid" 2>/dev/null; then
-      echo "quickstart: a server exited early; its log:" >&2
-      cat "$work"/*.log >&2
-      exit 1
-    fi
-    if ((SECONDS > deadline)); then
-      echo "quickstart: a server did not start within 30 s" >&2
-      exit 1
-    fi
-    sleep 0.1
-  done
-}
-
-step "Starting a two-shard training parameter server (logs in $work)"
-addresses=()
-for shard in 0 1; do
-  "$bin/strata-server" --port=0 --port_file="$work/shard$shard.port" \
-    --shard_index=$shard --num_shards=2 --data_dir="$work/shard$shard" \
-    --durability=periodic 2>"$work/shard$shard.log" &
-  pids+=($!)
-done
-for shard in 0 1; do
-  wait_for_file "$work/shard$shard.port" "${pids[$shard]}"
-  addresses+=("127.0.0.1:$(cat "$work/shard$shard.port")")
-  echo "shard $shard listening on ${addresses[$shard]}"
-done
-shards="$(IFS=,; echo "${addresses[*]}")"
-ctl() { echo "\$ stratactl $*"; "$bin/stratactl" --shards="$shards" "$@"; }
-
-step "Health"
-ctl health
-
 step "Writing $rows synthetic training rows and 100000 held-out rows"
 # Ten values per categorical field: a model can come within 0.01 AUC of the
 # planted ceiling from a few million rows (see bench/RESULTS.md). 5M rows
 # take about 1.3 GB in the temporary directory, removed at the end.
+mkdir -p "$work/data"
 vocab="$(printf '10,%.0s' {1..26})"
-"$bin/strata-datagen" --out="$work/train" --rows="$rows" \
+"$bin/strata-datagen" --out="$work/data/train" --rows="$rows" \
   --holdout_rows=100000 --vocab_sizes="${vocab%,}" --tail_rank=30 |
   tee "$work/datagen.txt"
 ceiling="$(sed -n 's/^holdout:.*planted AUC \([0-9.]*\).*/\1/p' \
   "$work/datagen.txt")"
 
-step "Starting strata-serving, which follows both shards' change streams"
-"$bin/strata-serving" --port=0 --port_file="$work/serving.port" \
-  --shards="$shards" --data_dir="$work/serving" --unknown_keys=initializer \
-  2>"$work/serving.log" &
-serving_pid=$!
-wait_for_file "$work/serving.port" "$serving_pid"
-serving="127.0.0.1:$(cat "$work/serving.port")"
-echo "strata-serving listening on $serving"
+step "Starting the cluster of $cluster_file: 2 shards, serving, 2 workers"
+echo "\$ deploy/local/strata-local start deploy/local/cluster.yaml --run_dir=$work"
+running=1
+"$local_cluster" start "$cluster_file" --run_dir="$work" --bin_dir="$bin"
+ctl() { echo "\$ stratactl $*"; "$bin/stratactl" --cluster_file="$cluster_file" "$@"; }
+ctl health
 
-step "Training with two workers (rank 0's progress; logs in $work)"
-# --staleness=0: with only 260 distinct rows every batch updates every row,
-# so pulls that miss the other rank's last push cost accuracy here; real
-# vocabularies train asynchronously (the default, --staleness=1).
-workers=()
-job="quickstart-$(date +%s)"
-for rank in 0 1; do
-  "$bin/strata-worker" --shards="$shards" --rank=$rank --num_workers=2 \
-    --job_id="$job" --train_files="$work/train" \
-    --eval_files="$work/train.holdout" --batch_size=256 --staleness=0 \
-    --sparse_optimizer=adam --sparse_learning_rate=0.01 \
-    --dense_learning_rate=0.001 --progress_interval_s=5 \
-    --checkpoint_dir="$work/checkpoints" \
-    --result_file="$work/result$rank.json" 2>"$work/worker$rank.log" &
-  workers+=($!)
-  pids+=($!)
-done
-tail -n +1 -f "$work/worker0.log" --pid="${workers[0]}" |
+step "Training (rank 0's progress, from $work/logs/worker-0.log)"
+"$local_cluster" wait --run_dir="$work" >"$work/wait.txt" &
+wait_pid=$!
+tail -n +1 -f "$work/logs/worker-0.log" --pid="$wait_pid" |
   grep --line-buffered -E "step|done|ERROR" || true
-for rank in 0 1; do
-  if ! wait "${workers[$rank]}"; then
-    echo "quickstart: worker $rank failed; its log:" >&2
-    cat "$work/worker$rank.log" >&2
-    exit 1
-  fi
-done
-pids=("${pids[@]:0:2}")
-auc="$(sed -n 's/.*"eval_auc": \([0-9.]*\).*/\1/p' "$work/result0.json")"
+if ! wait "$wait_pid"; then
+  cat "$work/wait.txt"
+  echo "quickstart: a worker failed; logs in $work/logs" >&2
+  keep_data=1
+  exit 1
+fi
+cat "$work/wait.txt"
+auc="$(sed -n 's/.*"eval_auc": \([0-9.]*\).*/\1/p' "$work/result-0.json")"
 echo
 echo "held-out AUC $auc; planted ceiling $ceiling (the best any model can do)"
 awk -v a="$auc" -v c="$ceiling" \
   'BEGIN { printf "gap to the ceiling: %.4f\n", c - a }'
 
+step "Cluster status"
+echo "\$ deploy/local/strata-local status --run_dir=$work"
+"$local_cluster" status --run_dir="$work"
+
 step "Looking trained rows up on serving (once caught up), next to a training pull"
+serving="$(python3 -c 'import sys, yaml
+print(yaml.safe_load(open(sys.argv[1]))["serving"]["addresses"][0])' \
+  "$cluster_file")"
 # The PS keys of C1..C3 of the first training line.
 keys=""
 for field in 1 2 3; do
-  value="$(sed -n 1p "$work/train" | cut -f$((14 + field)))"
+  value="$(sed -n 1p "$work/data/train" | cut -f$((14 + field)))"
   key="$("$bin/stratactl" feature-key $field "${value:--}")"
   echo "C$field = ${value:-(empty)} -> key $key"
   keys+="${keys:+,}$key"
@@ -145,7 +104,7 @@ done
 echo "\$ strata-lookup --serving=$serving --wait_caught_up_s=60 dlrm_embeddings $keys"
 "$bin/strata-lookup" --serving="$serving" --wait_caught_up_s=60 \
   dlrm_embeddings "$keys" >"$work/lookup.txt"
-"$bin/stratactl" --shards="$shards" pull dlrm_embeddings "$keys" \
+"$bin/stratactl" --cluster_file="$cluster_file" pull dlrm_embeddings "$keys" \
   >"$work/pull.txt"
 cut -c1-100 "$work/lookup.txt"
 if cmp -s "$work/lookup.txt" "$work/pull.txt"; then
@@ -156,25 +115,12 @@ else
   exit 1
 fi
 
-step "Stopping strata-serving (SIGTERM: exit 0)"
-kill -TERM "$serving_pid"
-if wait "$serving_pid"; then
-  echo "strata-serving stopped cleanly"
-else
-  echo "quickstart: strata-serving exited with an error" >&2
+step "Stopping the cluster (SIGTERM: drain, flush, exit 0)"
+echo "\$ deploy/local/strata-local stop --run_dir=$work"
+running=0
+if ! "$local_cluster" stop --run_dir="$work"; then
+  echo "quickstart: a process exited with an error; logs in $work/logs" >&2
+  keep_data=1
   exit 1
 fi
-serving_pid=""
-
-step "Stopping the cluster (SIGTERM: drain, flush, exit 0)"
-for i in "${!pids[@]}"; do
-  kill -TERM "${pids[$i]}"
-  if wait "${pids[$i]}"; then
-    echo "shard $i stopped cleanly"
-  else
-    echo "quickstart: shard $i exited with an error" >&2
-    exit 1
-  fi
-done
-pids=()
 step "Done"
