@@ -136,9 +136,102 @@ def probes(container):
     return found
 
 
-def cluster_file():
-    config_map = one("ConfigMap", "strata-cluster")
-    return yaml.safe_load(config_map["data"]["cluster.yaml"])
+CLUSTER_CONFIG_MAP = "strata-cluster"
+CLUSTER_KEY = "cluster.yaml"
+
+# Which group of the cluster file each binary reads, and the flag that gives
+# its member index (common/cluster_file.h, ClusterRole).
+ROLES = {"strata-server": "shards", "strata-serving": "serving",
+         "strata-worker": "workers"}
+INDEX_FLAGS = {"shards": "shard_index", "workers": "rank"}
+# Flags a daemon derives from the file's addresses and counts; a `flags`
+# entry of the same name would silently override them.
+DERIVED_FLAGS = {"shards": ("num_shards", "port"), "serving": ("shards", "port"),
+                 "workers": ("shards", "num_workers")}
+
+
+def cluster_file_text():
+    """The text of the ConfigMap's cluster file, as mounted in the pods."""
+    return one("ConfigMap", CLUSTER_CONFIG_MAP)["data"][CLUSTER_KEY]
+
+
+def cluster_file(raw=False):
+    """The ConfigMap's cluster file, parsed.
+
+    raw: every scalar as the text written (YAML 1.1 types off), which is what
+    the daemons see (yaml-cpp's Scalar()): `true` stays "true", not True.
+    """
+    loader = yaml.BaseLoader if raw else yaml.SafeLoader
+    return yaml.load(cluster_file_text(), Loader=loader)  # noqa: S506
+
+
+def role(container):
+    """The cluster-file group ("shards", "serving", "workers") a container is."""
+    binary, _ = command_line(container)
+    return ROLES[os.path.basename(binary)]
+
+
+def member_count(group, cluster=None):
+    cluster = cluster or cluster_file(raw=True)
+    if group == "workers":
+        return int(cluster["workers"]["count"])
+    return len(cluster[group]["addresses"])
+
+
+def _flag_text(value):
+    if isinstance(value, list):
+        return ",".join(value)
+    return "" if value is None else value
+
+
+def file_flags(group, index, cluster=None):
+    """[(name, value)] member `index` of `group` gets from the cluster file.
+
+    Mirrors ClusterFlagsFor (common/cluster_file.cc): the derived flags, then
+    the group's flags, then member_flags[index], with "{index}" replaced.
+    test_entrypoints.py checks this against what the binaries log.
+    """
+    cluster = cluster or cluster_file(raw=True)
+    shards = ",".join(cluster["shards"]["addresses"])
+    section = cluster[group]
+    if group == "shards":
+        out = [("num_shards", str(len(section["addresses"]))),
+               ("port", section["addresses"][index].rpartition(":")[2])]
+    elif group == "serving":
+        out = [("shards", shards),
+               ("port", section["addresses"][index].rpartition(":")[2])]
+    else:
+        out = [("shards", shards), ("num_workers", str(section["count"]))]
+    members = section.get("member_flags") or []
+    for flags in [section.get("flags") or {}] + (
+            [members[index] or {}] if index < len(members) else []):
+        for name, value in flags.items():
+            out.append((name, _flag_text(value).replace("{index}", str(index))))
+    return out
+
+
+def effective_flags(container, index=0):
+    """{flag: value} a container's daemon runs with as member `index`: the
+    cluster file's flags (when it passes --cluster_file), overridden by its
+    command line (absl keeps the last value). Variables stay as written."""
+    command = flags(container)
+    merged = {}
+    if "cluster_file" in command:
+        merged.update(file_flags(role(container), index))
+    merged.update(command)
+    return merged
+
+
+def member_indices(container):
+    """Every member index a container's pods take (serving: just 0)."""
+    group = role(container)
+    return range(member_count(group)) if group in INDEX_FLAGS else range(1)
+
+
+def variables(value):
+    """Names of the $(VAR) (Kubernetes) and ${VAR...} (shell) references."""
+    return (set(re.findall(r"\$\((\w+)\)", value)),
+            set(re.findall(r"\$\{(\w+)", value)))
 
 
 _HELP_FLAG = re.compile(r"^\s+--([a-z0-9_]+) \(", re.M)

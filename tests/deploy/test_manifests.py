@@ -3,6 +3,11 @@
 Kubernetes accepts a Service whose selector matches no pod, a probe on a port
 nothing listens on, or a flag the binary does not have (the pod then crash
 loops). These tests catch such drift without a cluster.
+
+The daemons take their settings from the cluster file in the ConfigMap
+strata-cluster (--cluster_file); "effective flags" below are what a pod runs
+with: the file's flags for its role and index (k8s_manifests.file_flags, which
+test_entrypoints.py checks against the binaries), then its command line.
 """
 
 import re
@@ -82,25 +87,54 @@ def test_claim_templates_are_mounted_at_the_data_dir():
     assert len(templates) == 1
     claim = templates[0]["metadata"]["name"]
     assert claim in mounts, "the shard's volume claim is not mounted"
-    assert m.flags(container)["data_dir"] == mounts[claim]
+    for index in m.member_indices(container):
+        assert m.effective_flags(container, index)["data_dir"] == mounts[claim]
     assert templates[0]["spec"]["resources"]["requests"]["storage"]
 
 
 def test_every_data_dir_is_a_mounted_volume():
     for _, container in daemon_containers():
         mount_paths = {v["mountPath"] for v in container.get("volumeMounts", [])}
-        assert m.flags(container)["data_dir"] in mount_paths, (
-            f"{container['name']}: --data_dir is not a volume; its store would "
-            "live in the container's writable layer")
+        for index in m.member_indices(container):
+            assert m.effective_flags(container, index)["data_dir"] in mount_paths, (
+                f"{container['name']} {index}: --data_dir is not a volume; its "
+                "store would live in the container's writable layer")
+
+
+def under(path, directory):
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def test_worker_files_are_on_the_training_volume():
+    job = m.one("Job", WORKER)
+    (container,) = m.containers(job)
+    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"]
+              for v in m.pod_template(job)["spec"]["volumes"]
+              if "persistentVolumeClaim" in v}
+    training = [v["mountPath"] for v in container["volumeMounts"]
+                if v["name"] in claims]
+    assert training, "the worker mounts no persistent volume"
+    for claim in claims.values():
+        m.one("PersistentVolumeClaim", claim)
+    for index in m.member_indices(container):
+        flags = m.effective_flags(container, index)
+        for name in ("train_files", "eval_files", "checkpoint_dir"):
+            for path in flags[name].split(","):
+                assert any(under(path, mount) for mount in training), (
+                    f"rank {index} --{name}={path} is not on {training}")
 
 
 def test_flag_ports_and_container_ports_agree():
-    for _, container in daemon_containers():
-        flags = m.flags(container)
-        assert int(flags["port"]) == m.named_port(container, "grpc")
-        assert int(flags["metrics_port"]) == m.named_port(container, "metrics")
-        # The default host (loopback) would refuse probes and other pods.
-        assert flags["host"] == "0.0.0.0"
+    for _, container in m.all_containers():
+        for index in m.member_indices(container):
+            flags = m.effective_flags(container, index)
+            where = f"{container['name']} {index}"
+            assert int(flags["metrics_port"]) == m.named_port(container, "metrics"), where
+            if m.role(container) == "workers":
+                continue  # workers listen for peers on a port Gloo picks
+            assert int(flags["port"]) == m.named_port(container, "grpc"), where
+            # The default host (loopback) would refuse probes and other pods.
+            assert flags["host"] == "0.0.0.0", where
 
 
 def test_probes_target_declared_ports():
@@ -130,12 +164,14 @@ def test_service_target_ports_exist_in_the_selected_pods():
 
 
 def test_prometheus_annotations_point_at_the_metrics_port():
-    for workload, container in daemon_containers():
+    for workload, container in m.all_containers():
         annotations = m.pod_template(workload)["metadata"]["annotations"]
         assert annotations["prometheus.io/scrape"] == "true"
         assert annotations["prometheus.io/path"] == "/metrics"
-        assert int(annotations["prometheus.io/port"]) == int(
-            m.flags(container)["metrics_port"])
+        for index in m.member_indices(container):
+            assert int(annotations["prometheus.io/port"]) == int(
+                m.effective_flags(container, index)["metrics_port"]), (
+                f"{container['name']} {index}")
 
 
 def shard_addresses(statefulset, service, port):
@@ -150,7 +186,11 @@ def test_cluster_file_names_the_shards_and_serving_by_their_dns_names():
     statefulset = m.one("StatefulSet", PS)
     service = m.one("Service", statefulset["spec"]["serviceName"])
     (ps_container,) = m.containers(statefulset)
-    ps_port = m.flags(ps_container)["port"]
+    # One pod template: every shard listens on the same container port, and
+    # the headless Service publishes it under the same number.
+    ps_port = m.named_port(ps_container, "grpc")
+    ps_grpc = next(p for p in service["spec"]["ports"] if p["name"] == "grpc")
+    assert ps_grpc["port"] == ps_port
     assert cluster["shards"]["addresses"] == shard_addresses(
         statefulset, service, ps_port)
 
@@ -159,39 +199,111 @@ def test_cluster_file_names_the_shards_and_serving_by_their_dns_names():
     assert cluster["serving"]["addresses"] == [
         f"{SERVING}.{NAMESPACE}.svc.cluster.local:{grpc['port']}"]
 
+
+def test_cluster_file_worker_count_is_the_job_size():
+    cluster = m.cluster_file()
     job = m.one("Job", WORKER)
     assert cluster["workers"]["count"] == job["spec"]["completions"]
     assert job["spec"]["parallelism"] == job["spec"]["completions"]
+    (container,) = m.containers(job)
+    for index in m.member_indices(container):
+        assert m.effective_flags(container, index)["num_workers"] == str(
+            job["spec"]["completions"])
 
 
-@pytest.mark.parametrize("role,workload", [("shards", PS), ("serving", SERVING)])
-def test_cluster_file_flags_match_the_container_args(role, workload):
-    kind = "StatefulSet" if workload == PS else "Deployment"
-    (container,) = m.containers(m.one(kind, workload))
-    args = m.flags(container)
-    for name, value in m.cluster_file()[role]["flags"].items():
-        assert args.get(name) == str(value), f"{role} flag --{name}"
+def test_every_container_reads_the_mounted_cluster_file():
+    config_map = m.one("ConfigMap", m.CLUSTER_CONFIG_MAP)
+    for workload, container in m.all_containers():
+        where = f"{workload['metadata']['name']}/{container['name']}"
+        path = m.flags(container).get("cluster_file")
+        assert path, f"{where} does not pass --cluster_file"
+        directory, _, file_name = path.rpartition("/")
+        volumes = {v["name"]: v for v in m.pod_template(workload)["spec"]["volumes"]}
+        mounts = [v for v in container.get("volumeMounts", [])
+                  if v["mountPath"].rstrip("/") == directory]
+        assert len(mounts) == 1, f"{where}: nothing mounted at {directory}"
+        (mount,) = mounts
+        assert mount.get("readOnly") is True, where
+        assert "subPath" not in mount, (
+            f"{where}: a subPath mount never sees ConfigMap updates")
+        volume = volumes[mount["name"]]
+        assert volume.get("configMap", {}).get("name") == m.CLUSTER_CONFIG_MAP, (
+            f"{where}: {directory} is not the ConfigMap {m.CLUSTER_CONFIG_MAP}")
+        items = {i["path"]: i["key"] for i in volume["configMap"].get("items", [])}
+        key = items.get(file_name, file_name) if items else file_name
+        assert key == m.CLUSTER_KEY and key in config_map["data"], (
+            f"{where}: {path} is no key of the ConfigMap")
+
+
+def test_cluster_file_leaves_derived_flags_to_the_addresses_and_counts():
+    cluster = m.cluster_file()
+    for group, derived in m.DERIVED_FLAGS.items():
+        section = cluster[group]
+        for where, flags in [(f"{group}.flags", section.get("flags") or {})] + [
+                (f"{group}.member_flags[{i}]", f or {})
+                for i, f in enumerate(section.get("member_flags") or [])]:
+            overridden = set(flags) & (set(derived) | set(m.INDEX_FLAGS.values()))
+            assert not overridden, (
+                f"{where} sets {sorted(overridden)}, which the daemons derive "
+                "from the addresses, the count and the pod")
+
+
+def test_containers_pass_only_what_differs_per_pod():
+    for _, container in m.all_containers():
+        command = m.flags(container)
+        from_file = {name for index in m.member_indices(container)
+                     for name, _ in m.file_flags(m.role(container), index)}
+        overridden = set(command) & from_file
+        assert not overridden, (
+            f"{container['name']} overrides the cluster file's "
+            f"{sorted(overridden)} on its command line: set them in the file")
+        for name, value in command.items():
+            if name == "cluster_file":
+                continue
+            assert any(m.variables(value)), (
+                f"{container['name']} --{name}={value} is the same in every "
+                "pod: it belongs in the cluster file")
+
+
+def test_every_variable_in_the_args_is_defined_and_every_env_is_used():
+    for _, container in m.all_containers():
+        argv = " ".join(container.get("command", []) + container.get("args", []))
+        kubernetes_refs, shell_refs = m.variables(argv)
+        defined = set(m.env(container))
+        # Kubernetes leaves an undefined $(VAR) as it is: the daemon would get
+        # the literal text. The kubelet sets HOSTNAME (the pod name).
+        assert kubernetes_refs <= defined, (
+            f"{container['name']}: {sorted(kubernetes_refs - defined)} undefined")
+        assert shell_refs <= defined | {"HOSTNAME"}, container["name"]
+        unused = defined - kubernetes_refs - shell_refs
+        assert not unused, f"{container['name']}: env {sorted(unused)} is unused"
 
 
 def test_shard_index_comes_from_the_pod_ordinal():
     statefulset = m.one("StatefulSet", PS)
     (container,) = m.containers(statefulset)
-    flags = m.flags(container)
     # Pod names are <statefulset>-<ordinal>; the shell takes the part after
     # the last '-' of $HOSTNAME.
-    assert flags["shard_index"] == "${HOSTNAME##*-}"
-    match = re.fullmatch(r"\$\{(\w+)\}", flags["num_shards"])
-    assert match, "--num_shards should come from an env variable"
-    assert m.env(container)[match.group(1)] == str(statefulset["spec"]["replicas"])
+    assert m.flags(container)["shard_index"] == "${HOSTNAME##*-}"
+    # --num_shards is the number of shard addresses: one per pod.
+    assert m.member_count("shards") == statefulset["spec"]["replicas"]
+    for index in m.member_indices(container):
+        assert m.effective_flags(container, index)["num_shards"] == str(
+            statefulset["spec"]["replicas"])
 
 
 def test_serving_and_workers_follow_every_shard_in_index_order():
     cluster = m.cluster_file()
     expected = ",".join(cluster["shards"]["addresses"])
-    (serving,) = m.containers(m.one("Deployment", SERVING))
-    assert m.flags(serving)["shards"] == expected
-    (worker,) = m.containers(m.one("Job", WORKER))
-    assert m.flags(worker)["shards"] == expected
+    statefulset = m.one("StatefulSet", PS)
+    service = m.one("Service", statefulset["spec"]["serviceName"])
+    (ps_container,) = m.containers(statefulset)
+    assert expected == ",".join(shard_addresses(
+        statefulset, service, m.named_port(ps_container, "grpc")))
+    for kind, name in (("Deployment", SERVING), ("Job", WORKER)):
+        (container,) = m.containers(m.one(kind, name))
+        for index in m.member_indices(container):
+            assert m.effective_flags(container, index)["shards"] == expected, name
 
 
 def test_workers_are_an_indexed_job_ranked_by_completion_index():
@@ -200,12 +312,16 @@ def test_workers_are_an_indexed_job_ranked_by_completion_index():
     (container,) = m.containers(job)
     flags = m.flags(container)
     assert flags["rank"] == "$(JOB_COMPLETION_INDEX)"
-    index_env = next(e for e in container["env"]
-                     if e["name"] == "JOB_COMPLETION_INDEX")
-    assert index_env["valueFrom"]["fieldRef"]["fieldPath"] == (
+    assert flags["job_id"] == "$(STRATA_JOB_ID)"
+    assert flags["host"] == "$(POD_IP)"
+    field_paths = {e["name"]: e["valueFrom"]["fieldRef"]["fieldPath"]
+                   for e in container["env"] if "valueFrom" in e}
+    assert field_paths["JOB_COMPLETION_INDEX"] == (
         "metadata.annotations['batch.kubernetes.io/job-completion-index']")
-    assert flags["num_workers"] == "$(STRATA_NUM_WORKERS)"
-    assert m.env(container)["STRATA_NUM_WORKERS"] == str(job["spec"]["completions"])
+    # A fresh id per run: the Job's uid.
+    assert field_paths["STRATA_JOB_ID"] == (
+        "metadata.labels['batch.kubernetes.io/controller-uid']")
+    assert field_paths["POD_IP"] == "status.podIP"
 
 
 def test_pdb_covers_exactly_the_shard_pods():
@@ -258,5 +374,7 @@ def test_every_flag_exists_in_the_binary_help(workload, container):
         f"{binary} is not in {m.bin_dir()}: build first (deploy/build.sh) or "
         "set STRATA_BIN_DIR")
     assert known, f"{binary} --help listed no flags"
-    unknown = set(m.flags(container)) - known
+    given = {name for index in m.member_indices(container)
+             for name in m.effective_flags(container, index)}
+    unknown = given - known
     assert not unknown, f"{binary} has no flags {sorted(unknown)}"
