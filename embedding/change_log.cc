@@ -24,6 +24,9 @@ size_t ChangeRecord::bytes() const {
     total += rows.table.size() + rows.keys.size() * sizeof(FeatureId) +
              rows.values.size() * sizeof(float);
   }
+  for (const DeletedRows& rows : deleted) {
+    total += rows.table.size() + rows.keys.size() * sizeof(FeatureId);
+  }
   return total;
 }
 

@@ -24,12 +24,19 @@ struct ChangedRows {
   std::vector<float> values;  // keys.size() * dim
 };
 
-// One applied update of a shard: a push (rows of one or more tables) or the
-// creation of a table.
+// The keys of rows one update deleted (evicted), in one table.
+struct DeletedRows {
+  std::string table;
+  std::vector<FeatureId> keys;
+};
+
+// One applied update of a shard: a push (rows of one or more tables), an
+// eviction (deleted rows) or the creation of a table.
 struct ChangeRecord {
   uint64_t sequence = 0;
   absl::Time acknowledged;
   std::vector<ChangedRows> rows;
+  std::vector<DeletedRows> deleted;
   // Set for a table creation.
   std::unique_ptr<EmbeddingTableConfig> created_table;
 

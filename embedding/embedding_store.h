@@ -55,6 +55,9 @@ struct EmbeddingStoreOptions {
   rocksdb::Env* rocksdb_env = nullptr;
   // Recent updates kept for the change stream. Default: 256 MiB.
   size_t change_log_bytes = size_t{256} << 20;
+  // How often a background sweep deletes the rows that tables' eviction
+  // policies select; zero or less: never (EvictNow() only). Default: 10 s.
+  absl::Duration eviction_interval = absl::Seconds(10);
 };
 
 // What the storage engine reports about itself, for /metrics. Summed over
@@ -84,6 +87,11 @@ struct TableStats {
   EmbeddingTableConfig config;
   uint64_t num_rows = 0;
   uint64_t memory_bytes = 0;
+  // Since the store opened (or restored): keys given a row by a push,
+  // gradients dropped because admission refused their key, rows evicted.
+  uint64_t admitted_keys = 0;
+  uint64_t rejected_gradients = 0;
+  uint64_t evicted_rows = 0;
 };
 
 // The gradients of `keys` of one table, keys.size() * dim floats.
@@ -91,6 +99,8 @@ struct GradientBatch {
   absl::string_view table;
   absl::Span<const FeatureId> keys;
   absl::Span<const float> gradients;
+  // The trainer's global step of the gradients; 0: unknown.
+  uint64_t global_step = 0;
 };
 
 // Identifies a push for deduplication. An empty client_id disables it.
@@ -150,6 +160,12 @@ class EmbeddingStore {
 
   // Writes every buffered update (kPeriodic) to disk.
   virtual absl::Status Flush() = 0;
+
+  // Deletes now the rows that the tables' eviction policies select, from
+  // memory and disk, one stripe of a table at a time (what the background
+  // sweep does every options.eviction_interval); each stripe's deletions
+  // are one change-log record. Returns how many rows were deleted.
+  virtual absl::StatusOr<uint64_t> EvictNow() = 0;
 
   // A consistent checkpoint of every table (values and optimizer state from
   // one point in time), tagged with `global_step`. ALREADY_EXISTS when the id

@@ -1,18 +1,30 @@
 #include "embedding/embedding_table.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "common/hash.h"
+#include "embedding/internal/feature_admission.h"
 
 namespace strata {
 
-EmbeddingTable::EmbeddingTable(const EmbeddingTableConfig& config, TableId id)
+EmbeddingTable::EmbeddingTable(const EmbeddingTableConfig& config, TableId id,
+                               Clock* clock)
     : config_(config),
       id_(id),
+      clock_(clock),
+      evicts_(Evicts(config.eviction)),
       initializer_(config.initializer, config.seed),
       optimizer_(Optimizer::Create(config.optimizer, config.dim)),
       row_width_(config.dim + optimizer_->state_dim()),
-      stripes_(new Stripe[kNumStripes]) {}
+      stripes_(new Stripe[kNumStripes]),
+      admission_(CountsSightings(config.admission)
+                     ? std::make_unique<embedding_internal::FeatureAdmission>(
+                           config.admission, config.seed)
+                     : nullptr) {}
+
+EmbeddingTable::~EmbeddingTable() = default;
 
 size_t EmbeddingTable::StripeOf(FeatureId key) {
   return static_cast<size_t>(Mix64(key) >> (64 - kStripeBits));
@@ -76,15 +88,36 @@ float* EmbeddingTable::FindOrCreateRow(Stripe& stripe, FeatureId key) {
     float* row = stripe.rows.data() + slot * row_width_;
     initializer_.Fill(key, config_.dim, row);
     optimizer_->InitState(row + config_.dim);
+    if (evicts_) {
+      stripe.keys.push_back(key);
+      stripe.stamps.emplace_back();
+    }
     return row;
   }
   return stripe.rows.data() + size_t{it->second} * row_width_;
 }
 
+float* EmbeddingTable::FindOrAdmitRow(Stripe& stripe, FeatureId key) {
+  auto it = stripe.index.find(key);
+  if (it != stripe.index.end()) {
+    return stripe.rows.data() + size_t{it->second} * row_width_;
+  }
+  if (admission_ != nullptr && !admission_->Admit(key)) {
+    rejected_gradients_.fetch_add(1, std::memory_order_relaxed);
+    return nullptr;
+  }
+  admitted_keys_.fetch_add(1, std::memory_order_relaxed);
+  return FindOrCreateRow(stripe, key);
+}
+
 void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
                                     const float* gradients, bool track_dirty,
-                                    const RowVisitor& on_updated) {
+                                    const RowVisitor& on_updated,
+                                    uint64_t global_step) {
   const uint32_t dim = config_.dim;
+  NoteStep(global_step);
+  const RowStamp stamp{global_step,
+                       evicts_ ? absl::ToUnixMicros(clock_->Now()) : 0};
   std::vector<uint32_t> order, starts;
   GroupByStripe(keys, order, starts);
   for (size_t s = 0; s < kNumStripes; ++s) {
@@ -93,9 +126,13 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
     absl::MutexLock lock(&stripe.mu);
     for (uint32_t j = starts[s]; j < starts[s + 1]; ++j) {
       const uint32_t i = order[j];
-      float* row = FindOrCreateRow(stripe, keys[i]);
+      float* row = FindOrAdmitRow(stripe, keys[i]);
+      if (row == nullptr) continue;
       optimizer_->Apply(gradients + static_cast<size_t>(i) * dim, row,
                         row + dim);
+      if (evicts_) {
+        stripe.stamps[(row - stripe.rows.data()) / row_width_] = stamp;
+      }
       if (track_dirty) stripe.dirty.insert(keys[i]);
       if (on_updated) on_updated(keys[i], row, row + dim);
     }
@@ -107,6 +144,10 @@ void EmbeddingTable::PutRow(FeatureId key, const float* value,
   Stripe& stripe = stripes_[StripeOf(key)];
   absl::MutexLock lock(&stripe.mu);
   float* row = FindOrCreateRow(stripe, key);
+  if (evicts_) {
+    stripe.stamps[(row - stripe.rows.data()) / row_width_] =
+        RowStamp{0, absl::ToUnixMicros(clock_->Now())};
+  }
   std::memcpy(row, value, config_.dim * sizeof(float));
   if (state_dim() > 0) {
     std::memcpy(row + config_.dim, state, state_dim() * sizeof(float));
@@ -137,6 +178,96 @@ void EmbeddingTable::ForEachRow(const RowVisitor& visitor) const {
   }
 }
 
+void EmbeddingTable::NoteStep(uint64_t global_step) {
+  if (global_step == 0) return;
+  uint64_t expected = 0;
+  first_step_.compare_exchange_strong(expected, global_step,
+                                      std::memory_order_relaxed);
+  uint64_t latest = latest_step_.load(std::memory_order_relaxed);
+  while (latest < global_step &&
+         !latest_step_.compare_exchange_weak(latest, global_step,
+                                             std::memory_order_relaxed)) {
+  }
+}
+
+bool EmbeddingTable::Evictable(const Stripe& stripe, uint32_t slot,
+                               int64_t now_micros) const {
+  const EvictionConfig& policy = config_.eviction;
+  const RowStamp& stamp = stripe.stamps[slot];
+  if (policy.after_seconds > 0 &&
+      now_micros - stamp.micros >=
+          static_cast<int64_t>(policy.after_seconds) * 1000000) {
+    return true;
+  }
+  const uint64_t latest = latest_step();
+  if (policy.after_steps > 0 && latest > 0) {
+    const uint64_t since =
+        std::max(stamp.step, first_step_.load(std::memory_order_relaxed));
+    if (latest >= since && latest - since >= policy.after_steps) return true;
+  }
+  if (policy.min_norm > 0.0f) {
+    const float* value = stripe.rows.data() + size_t{slot} * row_width_;
+    double squares = 0;
+    for (uint32_t d = 0; d < config_.dim; ++d) {
+      squares += double{value[d]} * value[d];
+    }
+    if (std::sqrt(squares) < policy.min_norm) return true;
+  }
+  return false;
+}
+
+std::vector<FeatureId> EmbeddingTable::EvictionCandidates(size_t s) const {
+  std::vector<FeatureId> candidates;
+  if (!evicts_) return candidates;
+  const int64_t now = absl::ToUnixMicros(clock_->Now());
+  const Stripe& stripe = stripes_[s];
+  absl::ReaderMutexLock lock(&stripe.mu);
+  for (uint32_t slot = 0; slot < stripe.keys.size(); ++slot) {
+    if (Evictable(stripe, slot, now)) candidates.push_back(stripe.keys[slot]);
+  }
+  return candidates;
+}
+
+void EmbeddingTable::EvictRows(
+    size_t s, absl::Span<const FeatureId> candidates,
+    const std::function<void(FeatureId key)>& on_evicted) {
+  if (!evicts_) return;
+  const int64_t now = absl::ToUnixMicros(clock_->Now());
+  Stripe& stripe = stripes_[s];
+  absl::MutexLock lock(&stripe.mu);
+  for (FeatureId key : candidates) {
+    // A push may have updated (or a sweep deleted) the row since the scan.
+    auto it = stripe.index.find(key);
+    if (it == stripe.index.end() || !Evictable(stripe, it->second, now)) {
+      continue;
+    }
+    DeleteRow(stripe, key);
+    evicted_rows_.fetch_add(1, std::memory_order_relaxed);
+    on_evicted(key);
+  }
+}
+
+void EmbeddingTable::DeleteRow(Stripe& stripe, FeatureId key) {
+  auto it = stripe.index.find(key);
+  const uint32_t slot = it->second;
+  const uint32_t last = static_cast<uint32_t>(stripe.keys.size() - 1);
+  if (slot != last) {
+    // Rows stay contiguous: the last one moves into the hole.
+    std::memcpy(stripe.rows.data() + size_t{slot} * row_width_,
+                stripe.rows.data() + size_t{last} * row_width_,
+                row_width_ * sizeof(float));
+    const FeatureId moved = stripe.keys[last];
+    stripe.index[moved] = slot;
+    stripe.keys[slot] = moved;
+    stripe.stamps[slot] = stripe.stamps[last];
+  }
+  stripe.index.erase(key);
+  stripe.dirty.erase(key);
+  stripe.rows.resize(stripe.rows.size() - row_width_);
+  stripe.keys.pop_back();
+  stripe.stamps.pop_back();
+}
+
 uint64_t EmbeddingTable::num_rows() const {
   uint64_t rows = 0;
   for (size_t s = 0; s < kNumStripes; ++s) {
@@ -156,7 +287,10 @@ uint64_t EmbeddingTable::memory_bytes() const {
     bytes +=
         stripe.index.capacity() * (sizeof(std::pair<FeatureId, uint32_t>) + 1);
     bytes += stripe.dirty.capacity() * (sizeof(FeatureId) + 1);
+    bytes += stripe.keys.capacity() * sizeof(FeatureId) +
+             stripe.stamps.capacity() * sizeof(RowStamp);
   }
+  if (admission_ != nullptr) bytes += admission_->memory_bytes();
   return bytes;
 }
 

@@ -106,7 +106,7 @@ absl::Status RocksDbEmbeddingStore::LoadLocked() {
       const TableId id = record.first;
       next_table_id = std::max(next_table_id, id + 1);
       tables[record.second.name] =
-          std::make_unique<EmbeddingTable>(record.second, id);
+          std::make_unique<EmbeddingTable>(record.second, id, options_.clock);
     } else if (absl::ConsumePrefix(&rest, kClientPrefix)) {
       STRATA_RETURN_IF_ERROR(
           deduplicator_.LoadWindow(std::string(rest), value));
@@ -195,7 +195,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
             TableRecordValue(id, config));
   STRATA_RETURN_IF_ERROR(WriteLocked(batch, /*sync=*/true));
   ++next_table_id_;
-  tables_[config.name] = std::make_unique<EmbeddingTable>(config, id);
+  tables_[config.name] =
+      std::make_unique<EmbeddingTable>(config, id, options_.clock);
   change_log_.Append([&config](ChangeRecord& record) {
     record.created_table = std::make_unique<EmbeddingTableConfig>(config);
   });
@@ -207,7 +208,14 @@ std::vector<TableStats> RocksDbEmbeddingStore::ListTables() {
   absl::ReaderMutexLock lock(&tables_mu_);
   std::vector<TableStats> out;
   for (const auto& [name, table] : tables_) {
-    out.push_back({table->config(), table->num_rows(), table->memory_bytes()});
+    TableStats stats;
+    stats.config = table->config();
+    stats.num_rows = table->num_rows();
+    stats.memory_bytes = table->memory_bytes();
+    stats.admitted_keys = table->admitted_keys();
+    stats.rejected_gradients = table->rejected_gradients();
+    stats.evicted_rows = table->evicted_rows();
+    out.push_back(std::move(stats));
   }
   std::sort(out.begin(), out.end(),
             [](const TableStats& a, const TableStats& b) {
@@ -291,10 +299,17 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
     // Pushes apply concurrently (stripe locks only); the record of each is
     // filled afterwards by reading its rows again under the log's lock, so
     // that of two pushes changing a row, the later record carries the later
-    // value.
+    // value. Only the keys updated (admitted) go into the record.
+    std::vector<std::vector<FeatureId>> updated(batches.size());
     for (size_t b = 0; b < batches.size(); ++b) {
-      tables[b]->ApplyGradients(batches[b].keys, batches[b].gradients.data(),
-                                /*track_dirty=*/true, nullptr);
+      std::vector<FeatureId>& keys = updated[b];
+      keys.reserve(batches[b].keys.size());
+      tables[b]->ApplyGradients(
+          batches[b].keys, batches[b].gradients.data(), /*track_dirty=*/true,
+          [&keys](FeatureId key, const float*, const float*) {
+            keys.push_back(key);
+          },
+          batches[b].global_step);
     }
     change_log_.Append([&](ChangeRecord& change) {
       change.rows.resize(batches.size());
@@ -302,7 +317,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
         ChangedRows& rows = change.rows[b];
         rows.table = std::string(batches[b].table);
         rows.dim = tables[b]->dim();
-        rows.keys.assign(batches[b].keys.begin(), batches[b].keys.end());
+        rows.keys = std::move(updated[b]);
         rows.values.resize(rows.keys.size() * rows.dim);
         tables[b]->Lookup(rows.keys, rows.values.data());
       }
@@ -334,7 +349,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
               if (state_dim > 0) {
                 write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
               }
-            });
+            },
+            batches[b].global_step);
       }
       if (deduplicated) {
         write.Put(handles_[0], absl::StrCat(kClientPrefix, id.client_id),

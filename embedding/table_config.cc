@@ -25,6 +25,43 @@ absl::Status CheckFinite(const char* field, float value) {
   return absl::OkStatus();
 }
 
+absl::Status InvalidPolicy(absl::string_view field, absl::string_view problem) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("table config: ", field, " ", problem));
+}
+
+// The admission and eviction fields, named as in the TableConfig proto.
+absl::Status ValidatePolicies(const AdmissionConfig& admit,
+                              const EvictionConfig& evict) {
+  if (admit.min_count > kMaxAdmitMinCount) {
+    return InvalidPolicy("admit_min_count",
+                         absl::StrCat(admit.min_count, " is over the maximum ",
+                                      kMaxAdmitMinCount));
+  }
+  if (!(admit.probability > 0.0f && admit.probability <= 1.0f)) {
+    return InvalidPolicy("admit_probability",
+                         absl::StrCat(admit.probability, " is outside (0, 1]"));
+  }
+  if (admit.sketch_width > kMaxSketchWidth) {
+    return InvalidPolicy(
+        "admit_sketch_width",
+        absl::StrCat(admit.sketch_width, " is over the maximum ",
+                     kMaxSketchWidth));
+  }
+  if (admit.sketch_depth > kMaxSketchDepth) {
+    return InvalidPolicy(
+        "admit_sketch_depth",
+        absl::StrCat(admit.sketch_depth, " is over the maximum ",
+                     kMaxSketchDepth));
+  }
+  if (!std::isfinite(evict.min_norm) || evict.min_norm < 0.0f) {
+    return InvalidPolicy(
+        "evict_min_norm",
+        absl::StrCat(evict.min_norm, " must be finite and >= 0"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::string_view OptimizerName(OptimizerType type) {
@@ -152,7 +189,7 @@ absl::Status ValidateTableConfig(const EmbeddingTableConfig& config) {
     return absl::InvalidArgumentError(
         "table config: FTRL needs l1, l2 and ftrl_beta >= 0");
   }
-  return absl::OkStatus();
+  return ValidatePolicies(config.admission, config.eviction);
 }
 
 bool SameTableConfig(const EmbeddingTableConfig& a,
@@ -173,8 +210,40 @@ std::string SerializeTableConfig(const EmbeddingTableConfig& c) {
       " lr=", f(o.learning_rate),
       " initial_accumulator=", f(o.initial_accumulator),
       " epsilon=", f(o.epsilon), " beta1=", f(o.beta1), " beta2=", f(o.beta2),
-      " ftrl_beta=", f(o.ftrl_beta), " l1=", f(o.l1), " l2=", f(o.l2));
+      " ftrl_beta=", f(o.ftrl_beta), " l1=", f(o.l1), " l2=", f(o.l2),
+      " admit_min_count=", c.admission.min_count,
+      " admit_probability=", f(c.admission.probability),
+      " admit_sketch_width=", c.admission.sketch_width,
+      " admit_sketch_depth=", c.admission.sketch_depth,
+      " evict_after_steps=", c.eviction.after_steps,
+      " evict_after_seconds=", c.eviction.after_seconds,
+      " evict_min_norm=", f(c.eviction.min_norm));
 }
+
+namespace {
+
+// Records written before admission and eviction existed lack their fields:
+// a missing field keeps its default (off).
+bool ParsePolicies(const absl::flat_hash_map<std::string, std::string>& fields,
+                   EmbeddingTableConfig& c) {
+  auto number = [&fields](const char* name, auto* target) {
+    auto it = fields.find(name);
+    return it == fields.end() || absl::SimpleAtoi(it->second, target);
+  };
+  auto real = [&fields](const char* name, float* target) {
+    auto it = fields.find(name);
+    return it == fields.end() || absl::SimpleAtof(it->second, target);
+  };
+  return number("admit_min_count", &c.admission.min_count) &&
+         real("admit_probability", &c.admission.probability) &&
+         number("admit_sketch_width", &c.admission.sketch_width) &&
+         number("admit_sketch_depth", &c.admission.sketch_depth) &&
+         number("evict_after_steps", &c.eviction.after_steps) &&
+         number("evict_after_seconds", &c.eviction.after_seconds) &&
+         real("evict_min_norm", &c.eviction.min_norm);
+}
+
+}  // namespace
 
 absl::StatusOr<EmbeddingTableConfig> ParseTableConfig(absl::string_view text) {
   absl::flat_hash_map<std::string, std::string> fields;
@@ -213,6 +282,7 @@ absl::StatusOr<EmbeddingTableConfig> ParseTableConfig(absl::string_view text) {
   for (const auto& [field, target] : floats) {
     if (!absl::SimpleAtof(fields[field], target)) return corrupt(field);
   }
+  if (!ParsePolicies(fields, c)) return corrupt("admit_* or evict_*");
   return c;
 }
 

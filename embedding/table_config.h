@@ -38,6 +38,35 @@ struct OptimizerConfig {
   float l2 = 0.0f;                   // FTRL-Proximal
 };
 
+// Which keys get a row. Until a key is admitted, pushes of it are dropped
+// (and counted); pulls of it return the initializer's value, as for any key
+// without a row. A key that has a row is always admitted.
+struct AdmissionConfig {
+  // A key is admitted at its min_count-th sighting (a push holding it),
+  // counted in a count-min sketch. 0 or 1: no count needed.
+  uint32_t min_count = 0;
+  // Each sighting (from min_count on) admits the key with this probability,
+  // drawn from a hash of (seed, key, sighting count) so that runs repeat.
+  // In (0, 1]; 1: always.
+  float probability = 1.0f;
+  // Counters per row and rows of the sketch; 0 takes the defaults
+  // (kDefaultSketchWidth, kDefaultSketchDepth: 4 MiB).
+  uint32_t sketch_width = 0;
+  uint32_t sketch_depth = 0;
+};
+
+// Which rows a background sweep deletes; each non-zero criterion evicts on
+// its own. A deleted row is gone from memory, disk and the serving PS.
+struct EvictionConfig {
+  // Rows not updated for this many global steps (pushes carry the trainer's
+  // step). 0: off.
+  uint64_t after_steps = 0;
+  // Rows not updated for this many seconds. 0: off.
+  uint64_t after_seconds = 0;
+  // Rows whose value has an L2 norm under this. 0: off.
+  float min_norm = 0.0f;
+};
+
 // Everything that defines a table; identical configs make CreateTable
 // idempotent, different ones make it fail.
 struct EmbeddingTableConfig {
@@ -46,10 +75,26 @@ struct EmbeddingTableConfig {
   InitializerConfig initializer;
   OptimizerConfig optimizer;
   uint64_t seed = 0;
+  AdmissionConfig admission;
+  EvictionConfig eviction;
 };
 
 inline constexpr uint32_t kMaxTableDim = 4096;
 inline constexpr size_t kMaxTableNameLength = 128;
+inline constexpr uint32_t kDefaultSketchWidth = uint32_t{1} << 18;
+inline constexpr uint32_t kDefaultSketchDepth = 4;
+inline constexpr uint32_t kMaxSketchWidth = uint32_t{1} << 26;
+inline constexpr uint32_t kMaxSketchDepth = 16;
+inline constexpr uint32_t kMaxAdmitMinCount = 1u << 20;
+
+// True when admission needs a sketch of sightings.
+inline bool CountsSightings(const AdmissionConfig& admission) {
+  return admission.min_count > 1 || admission.probability < 1.0f;
+}
+inline bool Evicts(const EvictionConfig& eviction) {
+  return eviction.after_steps > 0 || eviction.after_seconds > 0 ||
+         eviction.min_norm > 0.0f;
+}
 
 // INVALID_ARGUMENT naming the offending field, or OK.
 absl::Status ValidateTableConfig(const EmbeddingTableConfig& config);

@@ -41,12 +41,41 @@ ABSL_FLAG(int, flush_interval_ms, 1000,
           "With --durability=periodic: how often updated rows are written.");
 ABSL_FLAG(int64_t, max_keys_per_request, 262144,
           "Largest number of keys one Pull or Push may carry.");
+ABSL_FLAG(int64_t, eviction_interval_ms, 10000,
+          "How often rows that tables' eviction policies select are deleted; "
+          "0 disables the sweep.");
 ABSL_FLAG(int64_t, change_log_mb, 256,
           "Memory for recent updates kept for the change stream (serving "
           "followers); a follower further behind gets a new snapshot.");
 
 namespace strata {
 namespace {
+
+// Per-table admission and eviction counters (since the shard started).
+void AppendTableCounters(const std::vector<TableStats>& tables,
+                         std::string* body) {
+  const struct {
+    const char* name;
+    const char* help;
+    uint64_t TableStats::*value;
+  } counters[] = {
+      {"strata_table_admitted_keys_total", "Keys given a row by a push.",
+       &TableStats::admitted_keys},
+      {"strata_table_rejected_gradients_total",
+       "Gradients dropped because admission refused their key.",
+       &TableStats::rejected_gradients},
+      {"strata_table_evicted_rows_total", "Rows deleted by eviction.",
+       &TableStats::evicted_rows},
+  };
+  for (const auto& counter : counters) {
+    absl::StrAppend(body, "# HELP ", counter.name, " ", counter.help,
+                    "\n# TYPE ", counter.name, " counter\n");
+    for (const TableStats& t : tables) {
+      absl::StrAppend(body, counter.name, "{table=\"", t.config.name, "\"} ",
+                      t.*counter.value, "\n");
+    }
+  }
+}
 
 // RocksDB's own numbers that matter when a shard slows down: memtables
 // waiting to flush, compaction backlog, files on disk, the block cache.
@@ -138,6 +167,8 @@ int Run() {
   store_options.durability = *durability;
   store_options.flush_interval =
       absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
+  store_options.eviction_interval =
+      absl::Milliseconds(absl::GetFlag(FLAGS_eviction_interval_ms));
   store_options.change_log_bytes =
       static_cast<size_t>(absl::GetFlag(FLAGS_change_log_mb)) << 20;
   absl::StatusOr<std::unique_ptr<EmbeddingStore>> store =
@@ -198,6 +229,7 @@ int Run() {
         absl::StrAppend(&body, "strata_table_memory_bytes{table=\"",
                         t.config.name, "\"} ", t.memory_bytes, "\n");
       }
+      AppendTableCounters(tables, &body);
       AppendStorageMetrics((*store)->GetStorageStats(), &body);
       return HttpServer::Response{200, "text/plain; version=0.0.4", body};
     });

@@ -19,6 +19,17 @@ namespace strata {
 
 namespace {
 
+v1::TableInfo TableInfoFromStats(const TableStats& stats) {
+  v1::TableInfo info;
+  *info.mutable_config() = TableConfigToProto(stats.config);
+  info.set_num_rows(stats.num_rows);
+  info.set_memory_bytes(stats.memory_bytes);
+  info.set_admitted_keys(stats.admitted_keys);
+  info.set_rejected_gradients(stats.rejected_gradients);
+  info.set_evicted_rows(stats.evicted_rows);
+  return info;
+}
+
 // A stream refused before it started: finishes with `status` at once.
 class RefusedStream final : public grpc::ServerWriteReactor<v1::ChangeBatch> {
  public:
@@ -189,7 +200,7 @@ absl::Status ShardService::DoPush(const v1::PushRequest& request,
     batches.push_back(GradientBatch{
         batch.table(),
         absl::Span<const FeatureId>(batch.keys().data(), batch.keys_size()),
-        gradients});
+        gradients, request.global_step()});
     keys += static_cast<uint64_t>(batch.keys_size());
   }
   STRATA_ASSIGN_OR_RETURN(
@@ -217,10 +228,7 @@ grpc::ServerUnaryReactor* ShardService::ListTables(
     v1::ListTablesResponse* response) {
   return Run(context, ShardMethod::kListTables, [&] {
     for (const TableStats& stats : options_.store->ListTables()) {
-      v1::TableInfo* info = response->add_tables();
-      *info->mutable_config() = TableConfigToProto(stats.config);
-      info->set_num_rows(stats.num_rows);
-      info->set_memory_bytes(stats.memory_bytes);
+      *response->add_tables() = TableInfoFromStats(stats);
     }
     return absl::OkStatus();
   });
@@ -294,10 +302,7 @@ grpc::ServerUnaryReactor* ShardService::Stats(
     response->set_duplicate_pushes(metrics_.duplicate_pushes());
     response->set_failed_requests(metrics_.failed_requests());
     for (const TableStats& stats : options_.store->ListTables()) {
-      v1::TableInfo* info = response->add_tables();
-      *info->mutable_config() = TableConfigToProto(stats.config);
-      info->set_num_rows(stats.num_rows);
-      info->set_memory_bytes(stats.memory_bytes);
+      *response->add_tables() = TableInfoFromStats(stats);
     }
     for (const std::string& id : options_.store->ListCheckpoints()) {
       response->add_checkpoints(id);

@@ -72,6 +72,13 @@ absl::StatusOr<EmbeddingTableConfig> TableConfigFromProto(
   SetIfNonZero(opt.ftrl_beta(), &config.optimizer.ftrl_beta);
   config.optimizer.l1 = opt.l1();
   config.optimizer.l2 = opt.l2();
+  config.admission.min_count = proto.admit_min_count();
+  SetIfNonZero(proto.admit_probability(), &config.admission.probability);
+  config.admission.sketch_width = proto.admit_sketch_width();
+  config.admission.sketch_depth = proto.admit_sketch_depth();
+  config.eviction.after_steps = proto.evict_after_steps();
+  config.eviction.after_seconds = proto.evict_after_seconds();
+  config.eviction.min_norm = proto.evict_min_norm();
   return config;
 }
 
@@ -123,6 +130,13 @@ v1::TableConfig TableConfigToProto(const EmbeddingTableConfig& config) {
   opt->set_ftrl_beta(config.optimizer.ftrl_beta);
   opt->set_l1(config.optimizer.l1);
   opt->set_l2(config.optimizer.l2);
+  proto.set_admit_min_count(config.admission.min_count);
+  proto.set_admit_probability(config.admission.probability);
+  proto.set_admit_sketch_width(config.admission.sketch_width);
+  proto.set_admit_sketch_depth(config.admission.sketch_depth);
+  proto.set_evict_after_steps(config.eviction.after_steps);
+  proto.set_evict_after_seconds(config.eviction.after_seconds);
+  proto.set_evict_min_norm(config.eviction.min_norm);
   return proto;
 }
 

@@ -237,6 +237,7 @@ absl::Status RocksDbServingStore::Apply(const ShardUpdate& update) {
     AppendStamp(update.shard_index, epoch, &value);
     batch.Put(values(), keys[i], value);
   }
+  STRATA_RETURN_IF_ERROR(AddDeletes(update, added, batch, writes, delta));
   if (update.position.has_value()) {
     batch.Put(meta(), StoreRecords::ShardKey(update.shard_index),
               StoreRecords::EncodeShard({*update.position, epoch}));
@@ -249,6 +250,42 @@ absl::Status RocksDbServingStore::Apply(const ShardUpdate& update) {
   }
   if (update.position.has_value()) {
     shards_[update.shard_index] = {*update.position, epoch};
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbServingStore::AddDeletes(
+    const ShardUpdate& update, const absl::flat_hash_set<RowId>& added,
+    rocksdb::WriteBatch& batch, std::vector<CachedWrite>& writes,
+    absl::flat_hash_map<TableId, int64_t>& delta) {
+  std::vector<RowId> ids;
+  std::vector<std::string> keys;
+  for (const DeletedKeys& deleted : update.deleted) {
+    // A table this store never heard of has no rows to forget.
+    Entry table = FindTable(deleted.table);
+    if (table == nullptr) continue;
+    for (FeatureId key : deleted.keys) {
+      ids.push_back({table->id, key});
+      keys.push_back(RowKey(table->id, key));
+    }
+  }
+  if (keys.empty()) return absl::OkStatus();
+  // Only rows that exist lower the row counts.
+  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
+  std::vector<rocksdb::PinnableSlice> found(keys.size());
+  std::vector<rocksdb::Status> statuses(keys.size());
+  db_->MultiGet(rocksdb::ReadOptions(), values(), keys.size(), slices.data(),
+                found.data(), statuses.data());
+  absl::flat_hash_set<RowId> gone;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (!statuses[i].ok() && !statuses[i].IsNotFound()) {
+      return absl::InternalError(
+          absl::StrCat("serving store read failed: ", statuses[i].ToString()));
+    }
+    const bool exists = statuses[i].ok() || added.contains(ids[i]);
+    if (exists && gone.insert(ids[i]).second) --delta[ids[i].table];
+    batch.Delete(values(), keys[i]);
+    writes.push_back({ids[i], {}});
   }
   return absl::OkStatus();
 }

@@ -61,12 +61,21 @@ struct RowBatch {
   absl::Span<const float> values;
 };
 
+// Keys of one table whose rows the training shard deleted (evicted).
+struct DeletedKeys {
+  absl::string_view table;
+  absl::Span<const FeatureId> keys;
+};
+
 // One atomic change of the store from one training shard.
 struct ShardUpdate {
   uint32_t shard_index = 0;
   // Tables created (or whose config changed) on the shard.
   std::vector<EmbeddingTableConfig> tables;
   std::vector<RowBatch> rows;
+  // Rows to forget, after `rows` are written; keys without a row are
+  // ignored. A lookup of a forgotten key gets the unknown-key answer.
+  std::vector<DeletedKeys> deleted;
   // When set, the shard's position advances to it in the same write as the
   // rows, so that after a crash the store resumes exactly after the last
   // update it holds.

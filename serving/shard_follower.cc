@@ -40,8 +40,8 @@ absl::Status AddTables(const v1::ChangeBatch& batch,
   return absl::OkStatus();
 }
 
-// Adds the batch's rows to `update`; fp16 values are widened into
-// `storage`, which must outlive the update.
+// Adds the batch's rows and deleted keys to `update`; fp16 values are
+// widened into `storage`, which must outlive the update.
 absl::Status AddRows(const v1::ChangeBatch& batch,
                      const absl::flat_hash_set<std::string>& followed,
                      ShardUpdate& update,
@@ -63,6 +63,12 @@ absl::Status AddRows(const v1::ChangeBatch& batch,
     update.rows.push_back(
         {rows.table(),
          absl::MakeConstSpan(rows.keys().data(), rows.keys_size()), values});
+  }
+  for (const v1::TableBatch& rows : batch.deleted()) {
+    if (!followed.empty() && !followed.contains(rows.table())) continue;
+    update.deleted.push_back(
+        {rows.table(),
+         absl::MakeConstSpan(rows.keys().data(), rows.keys_size())});
   }
   return absl::OkStatus();
 }

@@ -116,6 +116,7 @@ absl::StatusOr<v1::TableConfig> TableConfigFromFlags(const std::string& name) {
   init->set_max(absl::GetFlag(FLAGS_init_max));
   init->set_mean(absl::GetFlag(FLAGS_init_mean));
   init->set_stddev(absl::GetFlag(FLAGS_init_stddev));
+  SetPoliciesFromFlags(config);
   return config;
 }
 
@@ -130,6 +131,9 @@ void WriteTableJson(const v1::TableInfo& info, JsonWriter& json) {
   json.Key("seed").Uint(config.seed());
   json.Key("rows").Uint(info.num_rows());
   json.Key("memory_bytes").Uint(info.memory_bytes());
+  json.Key("admitted_keys").Uint(info.admitted_keys());
+  json.Key("rejected_gradients").Uint(info.rejected_gradients());
+  json.Key("evicted_rows").Uint(info.evicted_rows());
   json.EndObject();
 }
 
@@ -203,13 +207,17 @@ int TablesCommand(const CommandContext& context) {
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "DIM", "OPTIMIZER", "INITIALIZER", "ROWS", "MEMORY"}};
+      {"NAME", "DIM", "OPTIMIZER", "INITIALIZER", "ROWS", "MEMORY", "ADMITTED",
+       "REJECTED", "EVICTED"}};
   for (const v1::TableInfo& info : *tables) {
     rows.push_back({info.config().name(), absl::StrCat(info.config().dim()),
                     OptimizerName(info.config().optimizer().type()),
                     InitializerName(info.config().initializer().type()),
                     absl::StrCat(info.num_rows()),
-                    HumanBytes(info.memory_bytes())});
+                    HumanBytes(info.memory_bytes()),
+                    absl::StrCat(info.admitted_keys()),
+                    absl::StrCat(info.rejected_gradients()),
+                    absl::StrCat(info.evicted_rows())});
   }
   PrintColumns(rows);
   return kExitOk;

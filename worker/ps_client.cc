@@ -181,6 +181,10 @@ absl::StatusOr<std::vector<v1::TableInfo>> PsClient::ListTables() {
         v1::TableInfo& total = merged[it->second];
         total.set_num_rows(total.num_rows() + info.num_rows());
         total.set_memory_bytes(total.memory_bytes() + info.memory_bytes());
+        total.set_admitted_keys(total.admitted_keys() + info.admitted_keys());
+        total.set_rejected_gradients(total.rejected_gradients() +
+                                     info.rejected_gradients());
+        total.set_evicted_rows(total.evicted_rows() + info.evicted_rows());
       }
     }
   }
@@ -267,7 +271,8 @@ absl::Status PsClient::Pull(absl::string_view table,
 
 absl::Status PsClient::Push(absl::string_view table,
                             absl::Span<const uint64_t> keys,
-                            absl::Span<const float> gradients) {
+                            absl::Span<const float> gradients,
+                            uint64_t global_step) {
   STRATA_RETURN_IF_ERROR(CheckSizes(keys, gradients.size(), "push"));
   const size_t dim = gradients.size() / keys.size();
   const Routing routing = Route(table, keys);
@@ -291,6 +296,7 @@ absl::Status PsClient::Push(absl::string_view table,
     v1::PushRequest& request = requests[s];
     request.set_client_id(options_.client_id);
     request.set_sequence(sequence);
+    request.set_global_step(global_step);
     request.set_encoding(options_.encoding);
     v1::TableBatch* batch = request.add_batches();
     batch->set_table(std::string(table));

@@ -86,9 +86,12 @@ class PsClient {
   absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
                     absl::Span<float> out);
   // Pushes keys.size() * dim gradients; those of a repeated key are summed.
-  // A push retried after a lost answer is applied once.
+  // A push retried after a lost answer is applied once. `global_step` is
+  // the trainer's step of the gradients (0: unknown), for tables that evict
+  // rows by steps.
   absl::Status Push(absl::string_view table, absl::Span<const uint64_t> keys,
-                    absl::Span<const float> gradients);
+                    absl::Span<const float> gradients,
+                    uint64_t global_step = 0);
 
   // Per shard, in shard order.
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();

@@ -43,6 +43,10 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
         change_log_(options.change_log_bytes, options.clock) {}
 
   ~RocksDbEmbeddingStore() override {
+    if (evictor_.joinable()) {
+      stop_evictor_.Notify();
+      evictor_.join();
+    }
     if (flusher_.joinable()) {
       stop_flusher_.Notify();
       flusher_.join();
@@ -62,6 +66,9 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
     if (options_.durability == Durability::kPeriodic) {
       flusher_ = std::thread([this] { FlushLoop(); });
     }
+    if (options_.eviction_interval > absl::ZeroDuration()) {
+      evictor_ = std::thread([this] { EvictionLoop(); });
+    }
     return absl::OkStatus();
   }
 
@@ -74,6 +81,7 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::StatusOr<bool> ApplyGradients(absl::Span<const GradientBatch> batches,
                                       const PushId& id) override;
   absl::Status Flush() override;
+  absl::StatusOr<uint64_t> EvictNow() override;
   absl::StatusOr<CheckpointInfo> Checkpoint(absl::string_view checkpoint_id,
                                             uint64_t global_step) override;
   absl::StatusOr<CheckpointInfo> Restore(
@@ -109,6 +117,12 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   uint64_t TotalRows();
   void FlushLoop();
+  // Eviction (rocksdb_embedding_store_eviction.cc).
+  void EvictionLoop();
+  // Deletes the candidates of one stripe that still qualify, from memory
+  // and disk, and logs them. Returns how many.
+  absl::StatusOr<uint64_t> EvictStripe(const std::string& table, size_t stripe,
+                                       absl::Span<const FeatureId> candidates);
 
   EmbeddingTable* FindTable(absl::string_view name)
       ABSL_SHARED_LOCKS_REQUIRED(tables_mu_) {
@@ -124,8 +138,11 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   // and the flush holds it exclusively, to write a consistent cut. Checkpoint
   // and Restore hold it exclusively. Lock order: commit_mu_, tables_mu_,
   // stripe locks.
+  // One eviction sweep at a time. Taken before flush_mu_.
+  absl::Mutex evict_mu_ ABSL_ACQUIRED_BEFORE(flush_mu_);
   // Serializes flushes, so that their writes reach RocksDB in cut order.
-  // Taken before commit_mu_.
+  // Taken before commit_mu_. Evictions hold it too, so that a flush never
+  // writes back a row deleted after its cut.
   absl::Mutex flush_mu_ ABSL_ACQUIRED_BEFORE(commit_mu_);
   absl::Mutex commit_mu_;
   std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(commit_mu_);
@@ -140,6 +157,8 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   ChangeLog change_log_;
   absl::Notification stop_flusher_;
   std::thread flusher_;
+  absl::Notification stop_evictor_;
+  std::thread evictor_;
 };
 
 }  // namespace embedding_internal

@@ -122,11 +122,13 @@ absl::Status Subscription::SendDeltas(uint64_t* sequence) {
           NewBatch(v1::ChangeBatch::DELTA, record->sequence);
       delta.set_acknowledged_micros(absl::ToUnixMicros(record->acknowledged));
       for (const ChangedRows& rows : record->rows) {
-        if (request_.tables().empty() ||
-            std::find(request_.tables().begin(), request_.tables().end(),
-                      rows.table) != request_.tables().end()) {
-          AddRows(rows, delta);
-        }
+        if (Follows(rows.table)) AddRows(rows, delta);
+      }
+      for (const DeletedRows& rows : record->deleted) {
+        if (!Follows(rows.table)) continue;
+        v1::TableBatch* out = delta.add_deleted();
+        out->set_table(rows.table);
+        out->mutable_keys()->Add(rows.keys.begin(), rows.keys.end());
       }
       // An update of tables this follower does not follow still advances
       // its sequence, so it is sent without rows.
@@ -135,6 +137,12 @@ absl::Status Subscription::SendDeltas(uint64_t* sequence) {
     *sequence = record->sequence;
   }
   return absl::OkStatus();
+}
+
+bool Subscription::Follows(const std::string& table) const {
+  return request_.tables().empty() ||
+         std::find(request_.tables().begin(), request_.tables().end(), table) !=
+             request_.tables().end();
 }
 
 bool Subscription::WaitForChangeOrCancel(uint64_t sequence) {

@@ -47,6 +47,8 @@ class Subscription final : public grpc::ServerWriteReactor<v1::ChangeBatch> {
   absl::Status SendSnapshot(uint64_t* sequence);
   // Sends what the log holds after `*sequence` and advances it.
   absl::Status SendDeltas(uint64_t* sequence);
+  // Whether the follower asked for `table` (or for every table).
+  bool Follows(const std::string& table) const;
   v1::ChangeBatch NewBatch(v1::ChangeBatch::Kind kind, uint64_t sequence);
   // True when the log moved past `sequence` (or the stream was cancelled),
   // false when a heartbeat is due.

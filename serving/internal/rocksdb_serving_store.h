@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "embedding/initializer.h"
 #include "rocksdb/db.h"
@@ -68,6 +69,15 @@ class RocksDbServingStore final : public ServingStore {
       const ShardUpdate& update, rocksdb::WriteBatch& batch)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   absl::Status DropRows(const TableEntry& table)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
+  // Adds the deletions of `update` to `batch`, to `writes` (with no values:
+  // the cache forgets the rows) and to `delta`; `added` holds the rows the
+  // update writes that are new.
+  absl::Status AddDeletes(const ShardUpdate& update,
+                          const absl::flat_hash_set<RowId>& added,
+                          rocksdb::WriteBatch& batch,
+                          std::vector<CachedWrite>& writes,
+                          absl::flat_hash_map<TableId, int64_t>& delta)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(write_mu_);
   // Adds the row counts changed by `delta` to `batch`.
   void PutCounts(const absl::flat_hash_map<TableId, int64_t>& delta,

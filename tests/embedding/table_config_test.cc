@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <string>
 #include <utility>
@@ -281,6 +282,68 @@ TEST(TableConfigTest, ParseRejectsCorruptText) {
     EXPECT_THAT(ParseTableConfig(text), StatusIs(absl::StatusCode::kDataLoss))
         << text;
   }
+}
+
+TEST(TableConfigTest, AdmissionAndEvictionRoundTripAndOldRecordsParse) {
+  EmbeddingTableConfig config = ValidConfig();
+  config.admission = {5, 0.125f, 4096, 3};
+  config.eviction = {1000, 3600, 1e-3f};
+  auto parsed = ParseTableConfig(SerializeTableConfig(config));
+  ASSERT_THAT(parsed, IsOk());
+  EXPECT_EQ(parsed->admission.min_count, 5u);
+  EXPECT_EQ(parsed->admission.probability, 0.125f);
+  EXPECT_EQ(parsed->admission.sketch_width, 4096u);
+  EXPECT_EQ(parsed->admission.sketch_depth, 3u);
+  EXPECT_EQ(parsed->eviction.after_steps, 1000u);
+  EXPECT_EQ(parsed->eviction.after_seconds, 3600u);
+  EXPECT_EQ(parsed->eviction.min_norm, 1e-3f);
+  EXPECT_TRUE(SameTableConfig(*parsed, config));
+  EmbeddingTableConfig other = config;
+  other.eviction.after_seconds = 3601;
+  EXPECT_FALSE(SameTableConfig(other, config));
+  // A record written before these fields existed: both policies off.
+  const std::string text = SerializeTableConfig(ValidConfig());
+  auto old = ParseTableConfig(text.substr(0, text.find(" admit_min_count=")));
+  ASSERT_THAT(old, IsOk());
+  EXPECT_EQ(old->admission.min_count, 0u);
+  EXPECT_EQ(old->admission.probability, 1.0f);
+  EXPECT_EQ(old->eviction.after_steps, 0u);
+  EXPECT_EQ(old->eviction.min_norm, 0.0f);
+  EXPECT_TRUE(SameTableConfig(*old, ValidConfig()));
+  EXPECT_THAT(ParseTableConfig(absl::StrReplaceAll(
+                  text, {{"evict_after_steps=0", "evict_after_steps=soon"}})),
+              StatusIs(absl::StatusCode::kDataLoss));
+}
+
+TEST(TableConfigTest, ValidateNamesTheBadAdmissionOrEvictionField) {
+  struct Case {
+    std::function<void(EmbeddingTableConfig&)> change;
+    std::string field;
+  };
+  const std::vector<Case> cases = {
+      {[](auto& c) { c.admission.probability = 0.0f; }, "admit_probability"},
+      {[](auto& c) { c.admission.probability = 1.5f; }, "admit_probability"},
+      {[](auto& c) { c.admission.probability = NAN; }, "admit_probability"},
+      {[](auto& c) { c.admission.min_count = kMaxAdmitMinCount + 1; },
+       "admit_min_count"},
+      {[](auto& c) { c.admission.sketch_width = kMaxSketchWidth + 1; },
+       "admit_sketch_width"},
+      {[](auto& c) { c.admission.sketch_depth = kMaxSketchDepth + 1; },
+       "admit_sketch_depth"},
+      {[](auto& c) { c.eviction.min_norm = -1.0f; }, "evict_min_norm"},
+      {[](auto& c) { c.eviction.min_norm = INFINITY; }, "evict_min_norm"},
+  };
+  for (const Case& c : cases) {
+    EmbeddingTableConfig config = ValidConfig();
+    c.change(config);
+    EXPECT_THAT(ValidateTableConfig(config),
+                StatusIs(kInvalid, HasSubstr(c.field)));
+  }
+  EmbeddingTableConfig config = ValidConfig();
+  config.admission = {kMaxAdmitMinCount, 1.0f, kMaxSketchWidth,
+                      kMaxSketchDepth};
+  config.eviction = {1, 1, 0.5f};
+  EXPECT_THAT(ValidateTableConfig(config), IsOk());
 }
 
 TEST(TableConfigTest, NamesOfOptimizersAndInitializersRoundTrip) {

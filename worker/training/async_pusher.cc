@@ -22,14 +22,15 @@ AsyncPusher::~AsyncPusher() {
 }
 
 absl::Status AsyncPusher::Push(std::vector<uint64_t> keys,
-                               std::vector<float> gradients) {
+                               std::vector<float> gradients,
+                               uint64_t global_step) {
   absl::MutexLock lock(&mu_);
   auto room = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return !error_.ok() || queue_.size() + in_flight_ < max_pending_;
   };
   mu_.Await(absl::Condition(&room));
   if (!error_.ok()) return error_;
-  queue_.push_back(Job{std::move(keys), std::move(gradients)});
+  queue_.push_back(Job{std::move(keys), std::move(gradients), global_step});
   return absl::OkStatus();
 }
 
@@ -61,7 +62,8 @@ void AsyncPusher::Loop() {
       queue_.pop_front();
       ++in_flight_;
     }
-    const absl::Status status = ps_->Push(table_, job.keys, job.gradients);
+    const absl::Status status =
+        ps_->Push(table_, job.keys, job.gradients, job.global_step);
     absl::MutexLock lock(&mu_);
     --in_flight_;
     if (status.ok()) {

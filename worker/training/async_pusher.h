@@ -28,9 +28,11 @@ class AsyncPusher {
   AsyncPusher(const AsyncPusher&) = delete;
   AsyncPusher& operator=(const AsyncPusher&) = delete;
 
-  // Queues a push of `gradients` (keys.size() x dim) for `keys`. Returns the
-  // error of an earlier push, if any.
-  absl::Status Push(std::vector<uint64_t> keys, std::vector<float> gradients);
+  // Queues a push of `gradients` (keys.size() x dim) for `keys`, of the
+  // trainer's `global_step` (0: unknown). Returns the error of an earlier
+  // push, if any.
+  absl::Status Push(std::vector<uint64_t> keys, std::vector<float> gradients,
+                    uint64_t global_step = 0);
 
   // Waits until every queued push has been acknowledged; its error if one
   // failed.
@@ -42,6 +44,7 @@ class AsyncPusher {
   struct Job {
     std::vector<uint64_t> keys;
     std::vector<float> gradients;
+    uint64_t global_step = 0;
   };
   void Loop();
 

@@ -207,7 +207,8 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
     if (b != nullptr) {
       for (float& g : row_gradients) g *= scale;
       if (absl::Status s =
-              pusher.Push(std::move(b->unique_keys), std::move(row_gradients));
+              pusher.Push(std::move(b->unique_keys), std::move(row_gradients),
+                          static_cast<uint64_t>(step_) + 1);
           !s.ok()) {
         return s;
       }
