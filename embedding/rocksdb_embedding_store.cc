@@ -300,16 +300,22 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
     // filled afterwards by reading its rows again under the log's lock, so
     // that of two pushes changing a row, the later record carries the later
     // value. Only the keys updated (admitted) go into the record.
+    // Without admission every key is updated, and no visitor is needed.
     std::vector<std::vector<FeatureId>> updated(batches.size());
     for (size_t b = 0; b < batches.size(); ++b) {
       std::vector<FeatureId>& keys = updated[b];
-      keys.reserve(batches[b].keys.size());
-      tables[b]->ApplyGradients(
-          batches[b].keys, batches[b].gradients.data(), /*track_dirty=*/true,
-          [&keys](FeatureId key, const float*, const float*) {
-            keys.push_back(key);
-          },
-          batches[b].global_step);
+      EmbeddingTable::RowVisitor collect;
+      if (CountsSightings(tables[b]->config().admission)) {
+        keys.reserve(batches[b].keys.size());
+        collect = [&keys](FeatureId key, const float*, const float*) {
+          keys.push_back(key);
+        };
+      } else {
+        keys.assign(batches[b].keys.begin(), batches[b].keys.end());
+      }
+      tables[b]->ApplyGradients(batches[b].keys, batches[b].gradients.data(),
+                                /*track_dirty=*/true, collect,
+                                batches[b].global_step);
     }
     change_log_.Append([&](ChangeRecord& change) {
       change.rows.resize(batches.size());

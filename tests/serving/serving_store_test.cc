@@ -94,6 +94,30 @@ class ServingStoreTest : public ::testing::Test {
   std::vector<float> values_;
 };
 
+TEST_F(ServingStoreTest, DeletedKeysAreForgottenFromDiskAndCache) {
+  Open();
+  CreateTable();
+  ASSERT_THAT(Delta(0, 1, {1, 2, 3}, 1.5f), IsOk());
+  Lookup({1, 2, 3});  // Cached now.
+  const std::vector<uint64_t> gone = {1, 3, 99};  // 99 never had a row.
+  ShardUpdate update;
+  update.deleted.push_back({"t", gone});
+  update.deleted.push_back({"unknown", gone});  // Ignored.
+  update.position = ShardPosition{7, 2, 2000};
+  ASSERT_THAT(store_->Apply(update), IsOk());
+  size_t missing = 0;
+  EXPECT_THAT(Lookup({1, 2, 3}, &missing),
+              ElementsAre(0.0f, 0.0f, 1.5f, 1.5f, 0.0f, 0.0f));
+  EXPECT_EQ(missing, 2u);
+  EXPECT_EQ(RowCount(), 1u);
+  EXPECT_EQ(store_->Position(0).sequence, 2u);
+  Open();  // From disk, with an empty cache.
+  EXPECT_THAT(Lookup({1, 2, 3}, &missing),
+              ElementsAre(0.0f, 0.0f, 1.5f, 1.5f, 0.0f, 0.0f));
+  EXPECT_EQ(missing, 2u);
+  EXPECT_EQ(RowCount(), 1u);
+}
+
 TEST_F(ServingStoreTest, AppliedRowsAreLookedUpInRequestOrder) {
   Open();
   CreateTable();

@@ -32,11 +32,14 @@ v1::TableConfig SgdTable(const std::string& name, uint32_t dim) {
   return config;
 }
 
-ServingTestCluster::ServingTestCluster(int num_shards) {
+ServingTestCluster::ServingTestCluster(int num_shards,
+                                       std::vector<std::string> shard_flags) {
   for (int i = 0; i < num_shards; ++i) {
     ServerProcessOptions options;
     options.flags = {absl::StrCat("--num_shards=", num_shards),
                      absl::StrCat("--shard_index=", i), "--durability=group"};
+    options.flags.insert(options.flags.end(), shard_flags.begin(),
+                         shard_flags.end());
     shards_.push_back(std::make_unique<ServerProcess>(options));
   }
 }

@@ -29,7 +29,9 @@ struct StreamPosition {
 // thread (see ServerProcess). Not thread-safe, except the clients.
 class ServingTestCluster {
  public:
-  explicit ServingTestCluster(int num_shards);
+  // `shard_flags` are added to every training shard's command line.
+  explicit ServingTestCluster(int num_shards,
+                              std::vector<std::string> shard_flags = {});
 
   // Starts the training shards and makes the PsClient.
   absl::Status StartTraining();
