@@ -113,6 +113,10 @@ struct CheckpointInfo {
   std::string checkpoint_id;
   uint64_t global_step = 0;
   uint64_t num_rows = 0;
+  // An incremental checkpoint: the checkpoint it applies on, and the rows it
+  // holds (changed or deleted since then). Empty and 0 for a full one.
+  std::string parent_id;
+  uint64_t delta_rows = 0;
 };
 
 // The rows of one shard: tables in memory, persisted in RocksDB (values and
@@ -172,8 +176,17 @@ class EmbeddingStore {
   // is taken; INVALID_ARGUMENT for a bad id.
   virtual absl::StatusOr<CheckpointInfo> Checkpoint(
       absl::string_view checkpoint_id, uint64_t global_step) = 0;
-  // Replaces every table and row by the checkpoint's. NOT_FOUND when there is
-  // no such checkpoint.
+  // An incremental checkpoint: only the rows written or deleted since the
+  // previous checkpoint this store took or restored (its parent), and the
+  // table records. Restoring it restores the parent's full checkpoint, then
+  // every delta up to this one, in order. FAILED_PRECONDITION when the store
+  // has taken or restored no checkpoint since it opened (after a restart,
+  // take a full one first) or the parent is gone.
+  virtual absl::StatusOr<CheckpointInfo> CheckpointIncremental(
+      absl::string_view checkpoint_id, uint64_t global_step) = 0;
+  // Replaces every table and row by the checkpoint's (for an incremental
+  // one: its full checkpoint with every delta up to it applied). NOT_FOUND
+  // when there is no such checkpoint or a link of its chain is missing.
   virtual absl::StatusOr<CheckpointInfo> Restore(
       absl::string_view checkpoint_id) = 0;
   virtual std::vector<std::string> ListCheckpoints() = 0;

@@ -391,6 +391,7 @@ absl::Status RocksDbEmbeddingStore::WriteLocked(rocksdb::WriteBatch& batch,
     return absl::InternalError(
         absl::StrCat("write to the store failed: ", s.ToString()));
   }
+  changed_rows_.Record(batch, handles_[1]->GetID());
   return absl::OkStatus();
 }
 

@@ -96,10 +96,57 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Checkpoint(
     return absl::InternalError(
         absl::StrCat("checkpoint failed: ", s.ToString()));
   }
-  CheckpointInfo info{std::string(checkpoint_id), global_step, TotalRows()};
+  CheckpointInfo info;
+  info.checkpoint_id = std::string(checkpoint_id);
+  info.global_step = global_step;
+  info.num_rows = TotalRows();
   STRATA_RETURN_IF_ERROR(files_.PublishCheckpoint(staging, info));
+  changed_rows_.Restart(info.checkpoint_id);
   STRATA_LOG(INFO, "store") << "checkpoint '" << checkpoint_id << "' at step "
                             << global_step << ", " << info.num_rows << " rows";
+  return info;
+}
+
+absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::CheckpointIncremental(
+    absl::string_view checkpoint_id, uint64_t global_step) {
+  STRATA_RETURN_IF_ERROR(RocksDbFiles::ValidateCheckpointId(checkpoint_id));
+  absl::MutexLock flush_lock(&flush_mu_);
+  absl::MutexLock lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  if (files_.CheckpointExists(checkpoint_id)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("checkpoint '", checkpoint_id, "' already exists"));
+  }
+  const std::string parent = changed_rows_.base_id();
+  if (parent.empty()) {
+    return absl::FailedPreconditionError(
+        "no checkpoint taken or restored since the shard started: an "
+        "incremental checkpoint needs one to build on (take a full one)");
+  }
+  if (!files_.CheckpointExists(parent)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint '", parent,
+        "', which an incremental checkpoint would build on, is gone"));
+  }
+  // Buffered rows (kPeriodic) reach the database, and the tracker, first.
+  STRATA_RETURN_IF_ERROR(FlushLocked());
+  const std::string staging = files_.CheckpointStagingDir(checkpoint_id);
+  STRATA_RETURN_IF_ERROR(options_.file_system->DeleteRecursively(staging));
+  STRATA_RETURN_IF_ERROR(options_.file_system->CreateDirs(staging));
+  const std::vector<std::string> rows = changed_rows_.SortedKeys();
+  STRATA_RETURN_IF_ERROR(WriteDelta(db_.get(), handles_, rows, staging));
+  CheckpointInfo info;
+  info.checkpoint_id = std::string(checkpoint_id);
+  info.global_step = global_step;
+  info.num_rows = TotalRows();
+  info.parent_id = parent;
+  info.delta_rows = rows.size();
+  STRATA_RETURN_IF_ERROR(files_.PublishCheckpoint(staging, info));
+  changed_rows_.Restart(info.checkpoint_id);
+  STRATA_LOG(INFO, "store")
+      << "incremental checkpoint '" << checkpoint_id << "' at step "
+      << global_step << " on '" << parent << "': " << info.delta_rows
+      << " changed rows of " << info.num_rows;
   return info;
 }
 
@@ -108,11 +155,30 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
   STRATA_RETURN_IF_ERROR(RocksDbFiles::ValidateCheckpointId(checkpoint_id));
   absl::MutexLock flush_lock(&flush_mu_);
   absl::MutexLock lock(&commit_mu_);
-  STRATA_ASSIGN_OR_RETURN(CheckpointInfo info,
-                          files_.ReadCheckpointInfo(checkpoint_id));
+  STRATA_ASSIGN_OR_RETURN(std::vector<CheckpointInfo> chain,
+                          files_.RestoreChain(checkpoint_id));
+  CheckpointInfo info = chain.back();
+  std::vector<std::string> deltas;
+  for (size_t i = 1; i < chain.size(); ++i) {
+    deltas.push_back(files_.CheckpointDir(chain[i].checkpoint_id));
+  }
   STRATA_RETURN_IF_ERROR(FlushLocked());
   CloseDbLocked();
-  STRATA_RETURN_IF_ERROR(files_.SwapInCheckpoint(checkpoint_id));
+  absl::Status swapped = files_.SwapInCheckpoint(
+      chain.front().checkpoint_id, [&](const std::string& copy) {
+        return deltas.empty() ? absl::OkStatus() : ApplyDeltas(copy, deltas);
+      });
+  if (!swapped.ok()) {
+    // A failed copy or delta leaves db/ as it was: reopen it. (Without db/,
+    // the next start finishes or rolls back the swap; opening here would
+    // create an empty store.)
+    if (!options_.file_system->Exists(files_.db_dir())) return swapped;
+    absl::Status reopened = OpenDbLocked();
+    if (!reopened.ok()) {
+      STRATA_LOG(ERROR, "store") << "cannot reopen the store: " << reopened;
+    }
+    return swapped;
+  }
   absl::Status opened = OpenDbLocked();
   if (!opened.ok()) {
     // The checkpoint does not open: put the previous database back.
@@ -131,6 +197,8 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
   // The rows changed wholesale: followers must start over from a snapshot.
   change_log_.StartNewIncarnation();
   STRATA_RETURN_IF_ERROR(files_.FinishSwap());
+  // The restored state is checkpoint `checkpoint_id`: deltas build on it.
+  changed_rows_.Restart(info.checkpoint_id);
   info.num_rows = TotalRows();
   STRATA_LOG(INFO, "store")
       << "restored checkpoint '" << checkpoint_id << "' of step "

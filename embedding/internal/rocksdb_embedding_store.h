@@ -14,6 +14,7 @@
 #include "embedding/change_log.h"
 #include "embedding/embedding_store.h"
 #include "embedding/embedding_table.h"
+#include "embedding/internal/checkpoint_delta.h"
 #include "embedding/internal/push_deduplicator.h"
 #include "embedding/internal/rocksdb_files.h"
 #include "rocksdb/db.h"
@@ -84,6 +85,8 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::StatusOr<uint64_t> EvictNow() override;
   absl::StatusOr<CheckpointInfo> Checkpoint(absl::string_view checkpoint_id,
                                             uint64_t global_step) override;
+  absl::StatusOr<CheckpointInfo> CheckpointIncremental(
+      absl::string_view checkpoint_id, uint64_t global_step) override;
   absl::StatusOr<CheckpointInfo> Restore(
       absl::string_view checkpoint_id) override;
   std::vector<std::string> ListCheckpoints() override {
@@ -154,6 +157,8 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   TableId next_table_id_ ABSL_GUARDED_BY(tables_mu_) = 1;
 
   PushDeduplicator deduplicator_;
+  // Rows written since the last checkpoint, for incremental checkpoints.
+  ChangedRowTracker changed_rows_;
   ChangeLog change_log_;
   absl::Notification stop_flusher_;
   std::thread flusher_;

@@ -1,5 +1,6 @@
 #include "embedding/internal/rocksdb_files.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 
@@ -90,10 +91,14 @@ bool RocksDbFiles::CheckpointExists(absl::string_view id) {
 
 absl::Status RocksDbFiles::PublishCheckpoint(const std::string& staging_dir,
                                              const CheckpointInfo& info) {
+  std::string manifest = absl::StrCat("global_step=", info.global_step,
+                                      "\nnum_rows=", info.num_rows, "\n");
+  if (!info.parent_id.empty()) {
+    absl::StrAppend(&manifest, "parent=", info.parent_id,
+                    "\ndelta_rows=", info.delta_rows, "\n");
+  }
   STRATA_RETURN_IF_ERROR(file_system_->WriteFileAtomically(
-      absl::StrCat(staging_dir, "/", kManifestName),
-      absl::StrCat("global_step=", info.global_step,
-                   "\nnum_rows=", info.num_rows, "\n")));
+      absl::StrCat(staging_dir, "/", kManifestName), manifest));
   return file_system_->Rename(staging_dir, CheckpointDir(info.checkpoint_id));
 }
 
@@ -107,13 +112,48 @@ absl::StatusOr<CheckpointInfo> RocksDbFiles::ReadCheckpointInfo(
   CheckpointInfo info;
   info.checkpoint_id = std::string(id);
   for (absl::string_view line : absl::StrSplit(*manifest, '\n')) {
-    if (absl::ConsumePrefix(&line, "global_step=") &&
-        !absl::SimpleAtoi(line, &info.global_step)) {
+    bool parsed = true;
+    if (absl::ConsumePrefix(&line, "global_step=")) {
+      parsed = absl::SimpleAtoi(line, &info.global_step);
+    } else if (absl::ConsumePrefix(&line, "num_rows=")) {
+      parsed = absl::SimpleAtoi(line, &info.num_rows);
+    } else if (absl::ConsumePrefix(&line, "delta_rows=")) {
+      parsed = absl::SimpleAtoi(line, &info.delta_rows);
+    } else if (absl::ConsumePrefix(&line, "parent=")) {
+      info.parent_id = std::string(line);
+      parsed = ValidateCheckpointId(line).ok();
+    }
+    if (!parsed) {
       return absl::DataLossError(
           absl::StrCat("checkpoint '", id, "' has a corrupt manifest"));
     }
   }
   return info;
+}
+
+absl::StatusOr<std::vector<CheckpointInfo>> RocksDbFiles::RestoreChain(
+    absl::string_view id) {
+  std::vector<CheckpointInfo> chain;
+  std::string next(id);
+  while (true) {
+    absl::StatusOr<CheckpointInfo> info = ReadCheckpointInfo(next);
+    if (!info.ok()) {
+      if (chain.empty()) return info.status();
+      return absl::NotFoundError(absl::StrCat(
+          "checkpoint '", id, "' builds on '", next, "', which is missing"));
+    }
+    for (const CheckpointInfo& seen : chain) {
+      if (seen.checkpoint_id == info->checkpoint_id) {
+        return absl::DataLossError(absl::StrCat(
+            "the checkpoints before '", id, "' form a cycle at '", next, "'"));
+      }
+    }
+    next = info->parent_id;
+    chain.push_back(*std::move(info));
+    if (next.empty()) break;
+  }
+  std::reverse(chain.begin(), chain.end());
+  return chain;
 }
 
 std::vector<std::string> RocksDbFiles::ListCheckpoints() {
@@ -131,7 +171,9 @@ std::vector<std::string> RocksDbFiles::ListCheckpoints() {
   return out;
 }
 
-absl::Status RocksDbFiles::SwapInCheckpoint(absl::string_view id) {
+absl::Status RocksDbFiles::SwapInCheckpoint(
+    absl::string_view id,
+    const std::function<absl::Status(const std::string& copy_dir)>& prepare) {
   const std::string restoring = absl::StrCat(data_dir_, "/db.restoring");
   const std::string old = absl::StrCat(data_dir_, "/db.old");
   STRATA_RETURN_IF_ERROR(file_system_->DeleteRecursively(restoring));
@@ -144,6 +186,13 @@ absl::Status RocksDbFiles::SwapInCheckpoint(absl::string_view id) {
   if (error) {
     return absl::InternalError(
         absl::StrCat("cannot copy checkpoint '", id, "': ", error.message()));
+  }
+  if (prepare) {
+    absl::Status prepared = prepare(restoring);
+    if (!prepared.ok()) {
+      file_system_->DeleteRecursively(restoring).IgnoreError();
+      return prepared;
+    }
   }
   STRATA_RETURN_IF_ERROR(file_system_->Rename(db_dir_, old));
   return file_system_->Rename(restoring, db_dir_);

@@ -1,6 +1,7 @@
 #ifndef STRATA_EMBEDDING_INTERNAL_ROCKSDB_FILES_H_
 #define STRATA_EMBEDDING_INTERNAL_ROCKSDB_FILES_H_
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -40,17 +41,29 @@ class RocksDbFiles {
   absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(absl::string_view id);
   std::vector<std::string> ListCheckpoints();
 
-  // Restore in three steps. SwapInCheckpoint moves db/ aside to db.old/ and
-  // puts a copy of checkpoint `id` in its place; then either FinishSwap
-  // deletes db.old/ (the copy opened) or RollBackSwap moves it back.
+  // The directory of checkpoint `id` (a RocksDB checkpoint, or a delta's
+  // files).
+  std::string CheckpointDir(absl::string_view id) const;
+
+  // The checkpoints to apply, in order, to restore `id`: the full checkpoint
+  // it builds on, then each delta up to `id`. NOT_FOUND naming a missing
+  // link; DATA_LOSS for a cycle.
+  absl::StatusOr<std::vector<CheckpointInfo>> RestoreChain(
+      absl::string_view id);
+
+  // Restore in three steps. SwapInCheckpoint copies checkpoint `id` (a full
+  // one) aside, lets `prepare` change the copy (apply deltas; may be null),
+  // then moves db/ aside to db.old/ and puts the copy in its place; then
+  // either FinishSwap deletes db.old/ (the copy opened) or RollBackSwap
+  // moves it back. A crash before the moves leaves db/ as it was.
   // REQUIRES: db/ is closed during SwapInCheckpoint and RollBackSwap.
-  absl::Status SwapInCheckpoint(absl::string_view id);
+  absl::Status SwapInCheckpoint(
+      absl::string_view id,
+      const std::function<absl::Status(const std::string& copy_dir)>& prepare);
   absl::Status FinishSwap();
   absl::Status RollBackSwap();
 
  private:
-  std::string CheckpointDir(absl::string_view id) const;
-
   const std::string data_dir_;
   const std::string db_dir_;
   const std::string checkpoints_dir_;
