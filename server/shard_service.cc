@@ -265,10 +265,14 @@ grpc::ServerUnaryReactor* ShardService::Checkpoint(
                                : request->checkpoint_id();
     STRATA_ASSIGN_OR_RETURN(
         CheckpointInfo info,
-        options_.store->Checkpoint(id, request->global_step()));
+        request->incremental()
+            ? options_.store->CheckpointIncremental(id, request->global_step())
+            : options_.store->Checkpoint(id, request->global_step()));
     response->set_checkpoint_id(info.checkpoint_id);
     response->set_global_step(info.global_step);
     response->set_num_rows(info.num_rows);
+    response->set_parent_id(info.parent_id);
+    response->set_delta_rows(info.delta_rows);
     return absl::OkStatus();
   });
 }

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
@@ -32,8 +34,24 @@ struct Checkpoint {
   std::vector<rocksdb::ColumnFamilyHandle*> handles;
 };
 
+// The parent an incremental checkpoint names in its manifest; empty for a
+// full one (or a directory without a manifest).
+std::string IncrementalParent(const std::string& dir) {
+  std::ifstream manifest(dir + "/STRATA_CHECKPOINT");
+  for (std::string line; std::getline(manifest, line);) {
+    if (absl::StartsWith(line, "parent=")) return line.substr(7);
+  }
+  return "";
+}
+
 absl::StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(
     const std::string& dir) {
+  if (const std::string parent = IncrementalParent(dir); !parent.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", dir, " is incremental (it builds on '", parent,
+        "'); the serving PS loads full checkpoints: restore it on the "
+        "training shards and take a full one"));
+  }
   rocksdb::DBOptions options;
   options.paranoid_checks = true;
   // Read-only opening may list a subset of the column families: the

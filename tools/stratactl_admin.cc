@@ -46,6 +46,9 @@ ABSL_FLAG(double, init_stddev, 0.05,
 ABSL_FLAG(uint64_t, seed, 0,
           "create-table: initial rows are a pure function of (seed, key).");
 ABSL_FLAG(uint64_t, global_step, 0, "checkpoint: global step to tag it with.");
+ABSL_FLAG(bool, incremental, false,
+          "checkpoint: only the rows changed since each shard's previous "
+          "checkpoint (one it took or restored since it started).");
 
 namespace strata {
 namespace tools_internal {
@@ -294,18 +297,31 @@ int StatsCommand(const CommandContext& context) {
 int CheckpointCommand(const CommandContext& context) {
   const std::string id = context.args.empty() ? "" : context.args[0];
   const uint64_t step = absl::GetFlag(FLAGS_global_step);
+  const bool incremental = absl::GetFlag(FLAGS_incremental);
   absl::StatusOr<std::vector<v1::CheckpointResponse>> shards =
-      context.client->Checkpoint(id, step);
+      context.client->Checkpoint(id, step, incremental);
   if (!shards.ok()) return ClusterError(shards.status());
-  uint64_t rows = 0;
-  for (const v1::CheckpointResponse& shard : *shards) rows += shard.num_rows();
+  uint64_t rows = 0, delta_rows = 0;
+  for (const v1::CheckpointResponse& shard : *shards) {
+    rows += shard.num_rows();
+    delta_rows += shard.delta_rows();
+  }
   const std::string& name =
       shards->empty() ? id : shards->front().checkpoint_id();
   const uint64_t global_step =
       shards->empty() ? step : shards->front().global_step();
   if (!context.json) {
-    PrintLine(absl::StrCat("checkpoint '", name, "' global_step=", global_step,
-                           " rows=", rows, " shards=", shards->size()));
+    std::string line =
+        absl::StrCat("checkpoint '", name, "' global_step=", global_step,
+                     " rows=", rows, " shards=", shards->size());
+    if (incremental) {
+      absl::StrAppend(&line, " incremental: changed_rows=", delta_rows,
+                      " parents=");
+      for (size_t s = 0; s < shards->size(); ++s) {
+        absl::StrAppend(&line, s == 0 ? "" : ",", (*shards)[s].parent_id());
+      }
+    }
+    PrintLine(line);
     return kExitOk;
   }
   JsonWriter json;
@@ -313,11 +329,15 @@ int CheckpointCommand(const CommandContext& context) {
   json.Key("checkpoint_id").String(name);
   json.Key("global_step").Uint(global_step);
   json.Key("num_rows").Uint(rows);
+  json.Key("incremental").Bool(incremental);
+  json.Key("delta_rows").Uint(delta_rows);
   json.Key("shards").BeginArray();
   for (size_t s = 0; s < shards->size(); ++s) {
     json.BeginObject();
     json.Key("address").String(context.client_options.shard_addresses[s]);
     json.Key("num_rows").Uint((*shards)[s].num_rows());
+    json.Key("parent_id").String((*shards)[s].parent_id());
+    json.Key("delta_rows").Uint((*shards)[s].delta_rows());
     json.EndObject();
   }
   json.EndArray().EndObject();

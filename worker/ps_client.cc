@@ -330,10 +330,11 @@ absl::StatusOr<std::vector<v1::StatsResponse>> PsClient::Stats() {
 }
 
 absl::StatusOr<std::vector<v1::CheckpointResponse>> PsClient::Checkpoint(
-    absl::string_view checkpoint_id, uint64_t global_step) {
+    absl::string_view checkpoint_id, uint64_t global_step, bool incremental) {
   v1::CheckpointRequest request;
   request.set_checkpoint_id(std::string(checkpoint_id));
   request.set_global_step(global_step);
+  request.set_incremental(incremental);
   std::vector<v1::CheckpointResponse> responses(shards_.size());
   STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
     responses[s].Clear();

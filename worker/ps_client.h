@@ -95,8 +95,11 @@ class PsClient {
 
   // Per shard, in shard order.
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
+  // `incremental`: only the rows changed since each shard's previous
+  // checkpoint (see CheckpointRequest).
   absl::StatusOr<std::vector<v1::CheckpointResponse>> Checkpoint(
-      absl::string_view checkpoint_id, uint64_t global_step);
+      absl::string_view checkpoint_id, uint64_t global_step,
+      bool incremental = false);
   absl::StatusOr<std::vector<v1::RestoreResponse>> Restore(
       absl::string_view checkpoint_id);
   // OK when every shard reports SERVING.

@@ -70,6 +70,10 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
           "checkpoint at the same step; empty: no checkpoints.");
 ABSL_FLAG(int64_t, checkpoint_every_steps, 0,
           "Checkpoint every this many steps (and at the end).");
+ABSL_FLAG(int64_t, full_checkpoint_every, 1,
+          "Every this many checkpoints is a full PS checkpoint, the others "
+          "incremental (only the rows changed since the previous one); 1: "
+          "all full.");
 ABSL_FLAG(bool, restore, false,
           "Resume from the latest checkpoint in --checkpoint_dir (PS shards "
           "are restored to it).");
@@ -183,6 +187,10 @@ absl::Status ReadTrainingFlags(WorkerFlags* flags) {
   t.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
   t.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   t.checkpoint_every_steps = absl::GetFlag(FLAGS_checkpoint_every_steps);
+  t.full_checkpoint_every = absl::GetFlag(FLAGS_full_checkpoint_every);
+  if (t.full_checkpoint_every < 1) {
+    return absl::InvalidArgumentError("--full_checkpoint_every must be >= 1");
+  }
   t.restore = absl::GetFlag(FLAGS_restore);
   const double progress = absl::GetFlag(FLAGS_progress_interval_s);
   if (t.epochs < 1 || t.max_steps < 0 || t.staleness < 0 ||

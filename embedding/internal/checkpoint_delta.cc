@@ -177,6 +177,11 @@ size_t ChangedRowTracker::size() const {
 absl::Status WriteDelta(
     rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& handles,
     const std::vector<std::string>& row_keys, const std::string& dir) {
+  // The store's memtables are unsorted vectors, which a point lookup must
+  // sort first: flushed, the rows are read from sorted files instead.
+  rocksdb::FlushOptions flush;
+  rocksdb::Status flushed = db->Flush(flush, handles);
+  if (!flushed.ok()) return RocksError("cannot flush the store", flushed);
   FamilyWriter defaults(DeltaFile(dir, 0));
   FamilyWriter values(DeltaFile(dir, 1));
   FamilyWriter states(DeltaFile(dir, 2));

@@ -60,7 +60,8 @@ inline constexpr int kNumFamilies = 3;
 // Writes the delta of `row_keys` (sorted) into `dir`: one SST file per
 // column family, holding every record of "default" and, for each row key,
 // the row's value and optimizer state as the database has them, or a
-// deletion when the row is gone. An empty family gets no file.
+// deletion when the row is gone. An empty family gets no file. Flushes the
+// memtables first.
 // REQUIRES: no write reaches `db` meanwhile.
 absl::Status WriteDelta(
     rocksdb::DB* db, const std::vector<rocksdb::ColumnFamilyHandle*>& handles,

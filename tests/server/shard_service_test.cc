@@ -600,6 +600,56 @@ TEST_F(ShardServiceTest, CheckpointAndRestoreOverRpc) {
   ExpectNothingChanged();
 }
 
+TEST_F(ShardServiceTest, IncrementalCheckpointOverRpcRestoresItsChain) {
+  auto checkpoint = [this](const std::string& id, bool incremental,
+                           v1::CheckpointResponse* saved) {
+    v1::CheckpointRequest request;
+    request.set_checkpoint_id(id);
+    request.set_incremental(incremental);
+    grpc::ClientContext context;
+    context.set_deadline(Deadline());
+    return FromGrpcStatus(stub_->Checkpoint(&context, request, saved));
+  };
+  auto watched_rows = [this] {
+    v1::PullRequest pull;
+    v1::TableBatch* batch = pull.add_batches();
+    batch->set_table(kTable);
+    batch->mutable_keys()->Add(watched_.begin(), watched_.end());
+    v1::PullResponse response;
+    EXPECT_THAT(Pull(pull, &response), IsOk());
+    return std::vector<float>(response.batches(0).values().begin(),
+                              response.batches(0).values().end());
+  };
+  v1::CheckpointResponse saved;
+  EXPECT_THAT(checkpoint("d0", true, &saved),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("take a full one")));
+  ASSERT_THAT(checkpoint("full", false, &saved), IsOk());
+  EXPECT_EQ(saved.parent_id(), "");
+  const uint64_t rows = saved.num_rows();
+
+  v1::PushRequest push;
+  AddBatch(push, kTable, watched_,
+           std::vector<float>(watched_.size() * kDim, 2.0f));
+  ASSERT_THAT(Push(push), IsOk());
+  const std::vector<float> at_delta = watched_rows();
+  ASSERT_THAT(checkpoint("d1", true, &saved), IsOk());
+  EXPECT_EQ(saved.parent_id(), "full");
+  EXPECT_EQ(saved.delta_rows(), watched_.size());
+  EXPECT_GT(saved.num_rows(), rows);  // some watched keys were untrained
+
+  ASSERT_THAT(Push(push), IsOk());
+  ASSERT_NE(watched_rows(), at_delta);
+  v1::RestoreRequest restore;
+  restore.set_checkpoint_id("d1");
+  v1::RestoreResponse restored;
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  ASSERT_THAT(FromGrpcStatus(stub_->Restore(&context, restore, &restored)),
+              IsOk());
+  EXPECT_EQ(watched_rows(), at_delta);
+}
+
 TEST_F(ShardServiceTest, UnknownValueEncodingIsInvalidArgument) {
   v1::PushRequest push = ValidPushThen();
   push.set_encoding(static_cast<v1::ValueEncoding>(7));

@@ -88,5 +88,25 @@ TEST(OfflineServingTest, ServesTheCheckpointedValuesWithTrainingStopped) {
               StatusIs(absl::StatusCode::kNotFound));
 }
 
+TEST(OfflineServingTest, AnIncrementalCheckpointIsRefusedNamingWhy) {
+  ServingTestCluster cluster(1);
+  ASSERT_THAT(cluster.StartTraining(), IsOk());
+  ASSERT_THAT(cluster.training().CreateTable(SgdTable("user", kDim)), IsOk());
+  const std::vector<uint64_t> keys = {1, 2, 3};
+  const std::vector<float> gradients(keys.size() * kDim, 0.5f);
+  ASSERT_THAT(cluster.training().Push("user", keys, gradients), IsOk());
+  ASSERT_THAT(cluster.training().Checkpoint("full", 1), IsOk());
+  ASSERT_THAT(cluster.training().Push("user", keys, gradients), IsOk());
+  ASSERT_THAT(cluster.training().Checkpoint("delta", 2, /*incremental=*/true),
+              IsOk());
+  ASSERT_THAT(cluster.shard(0).Terminate(), IsOk());
+  EXPECT_THAT(
+      cluster.StartServing(
+          {absl::StrCat("--checkpoint_dirs=", cluster.shard(0).data_dir(),
+                        "/checkpoints/delta")}),
+      StatusIs(absl::StatusCode::kInternal,
+               ::testing::HasSubstr("is incremental (it builds on 'full')")));
+}
+
 }  // namespace
 }  // namespace strata

@@ -316,6 +316,25 @@ void Trainer::ReportProgress(const EvalResult* eval) {
   STRATA_LOG(INFO, "worker") << line;
 }
 
+absl::Status Trainer::TakePsCheckpoint(std::string& id) {
+  const bool incremental =
+      checkpoints_taken_ % options_.full_checkpoint_every != 0;
+  auto taken = ps_->Checkpoint(id, step_, incremental);
+  if (incremental &&
+      taken.status().code() == absl::StatusCode::kFailedPrecondition) {
+    // A shard restarted since the last checkpoint and no longer knows what
+    // changed: take a full one (under another id: other shards may hold a
+    // delta under the first).
+    STRATA_LOG(WARNING, "worker")
+        << "incremental checkpoint refused (" << taken.status().message()
+        << "); taking a full one";
+    id += "-full";
+    taken = ps_->Checkpoint(id, step_, /*incremental=*/false);
+  }
+  if (taken.ok()) ++checkpoints_taken_;
+  return taken.status();
+}
+
 absl::Status Trainer::Checkpoint() {
   // Every rank's pushes of every step so far are in before the PS snapshot.
   if (pusher_ != nullptr) {
@@ -333,8 +352,7 @@ absl::Status Trainer::Checkpoint() {
     checkpoint.model_description = DescribeModel(options_.model);
     checkpoint.parameters = parameters_;
     checkpoint.optimizer_state = optimizer_->SerializeState();
-    auto taken = ps_->Checkpoint(checkpoint.ps_checkpoint_id, step_);
-    status = taken.status();
+    status = TakePsCheckpoint(checkpoint.ps_checkpoint_id);
     if (status.ok()) {
       status = WriteDenseCheckpoint(fs_, options_.checkpoint_dir, checkpoint);
     }

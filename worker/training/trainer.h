@@ -73,7 +73,10 @@ struct TrainerOptions {
   int staleness = 1;
   std::string checkpoint_dir;  // rank 0's dense checkpoints; empty: none
   int64_t checkpoint_every_steps = 0;  // 0: only at the end
-  bool restore = false;                // resume from checkpoint_dir's LATEST
+  // Every this many checkpoints is a full PS checkpoint; the others are
+  // incremental (rows changed since the previous one). 1: all full.
+  int64_t full_checkpoint_every = 1;
+  bool restore = false;  // resume from checkpoint_dir's LATEST
   Clock* clock = Clock::Real();
   FileSystem* fs = nullptr;  // default: FileSystem::Default()
   // Called on every rank after every step with the new dense parameters
@@ -120,6 +123,10 @@ class Trainer {
   absl::Status Setup();
   absl::Status RestoreFromCheckpoint();
   absl::Status SyncStateFromRankZero();
+  // The PS half of a checkpoint: full or incremental as
+  // full_checkpoint_every says; may change `id` (a full one after a refused
+  // delta).
+  absl::Status TakePsCheckpoint(std::string& id);
   absl::Status Checkpoint();
   absl::Status PredictSlice(size_t begin, size_t end,
                             std::vector<float>* predictions);
@@ -134,9 +141,10 @@ class Trainer {
 
   std::vector<float> parameters_;
   int64_t step_ = 0;
-  int epoch_ = 0;                     // epochs finished before this run's data
-  int64_t batches_in_epoch_ = 0;      // this rank's, of the current epoch
-  std::unique_ptr<Batch> eval_data_;  // loaded on first Evaluate
+  int64_t checkpoints_taken_ = 0;  // by this process, for full_checkpoint_every
+  int epoch_ = 0;                  // epochs finished before this run's data
+  int64_t batches_in_epoch_ = 0;   // this rank's, of the current epoch
+  std::unique_ptr<Batch> eval_data_;     // loaded on first Evaluate
   std::unique_ptr<AsyncPusher> pusher_;  // while Run runs
 
   // Progress accounting since the last report.

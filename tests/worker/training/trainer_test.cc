@@ -5,11 +5,15 @@
 
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
@@ -245,6 +249,48 @@ TEST_F(TrainerTest, CheckpointThenRestoreResumesAtTheSavedStep) {
   EXPECT_EQ(first_step, 6);  // resumed after step 5
   EXPECT_EQ(second[0]->steps, 8);
   EXPECT_EQ(second[0]->examples, 3 * 1000);
+}
+
+// Checkpoints after every step, every third one full: the shards hold
+// deltas, and a restore from the latest (a delta) resumes where it was.
+TEST_F(TrainerTest, IncrementalCheckpointsRestoreThroughTheirChain) {
+  const std::string checkpoints = absl::StrCat(dir_.path(), "/delta-ckpt");
+  auto first = RunRanks(1, "delta", [&](int) {
+    TrainerOptions options = Options("delta", 1000);
+    options.max_steps = 5;
+    options.checkpoint_dir = checkpoints;
+    options.checkpoint_every_steps = 1;
+    options.full_checkpoint_every = 3;
+    return options;
+  });
+  ASSERT_THAT(first[0].status(), IsOk());
+  // Steps 1 (full), 2, 3 (deltas), 4 (full), 5 (delta), and the end (delta).
+  for (const auto& shard : shards_) {
+    int full = 0, deltas = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(
+             absl::StrCat(shard->data_dir(), "/checkpoints"))) {
+      std::ifstream manifest(entry.path() / "STRATA_CHECKPOINT");
+      const std::string text((std::istreambuf_iterator<char>(manifest)),
+                             std::istreambuf_iterator<char>());
+      ++(absl::StrContains(text, "parent=") ? deltas : full);
+    }
+    EXPECT_EQ(full, 2) << shard->data_dir();
+    EXPECT_EQ(deltas, 4) << shard->data_dir();
+  }
+  int64_t first_step = -1;
+  auto second = RunRanks(1, "delta2", [&](int) {
+    TrainerOptions options = Options("delta", 1000);
+    options.max_steps = 8;
+    options.checkpoint_dir = checkpoints;
+    options.restore = true;
+    options.on_step = [&](int64_t step, absl::Span<const float>) {
+      if (first_step < 0) first_step = step;
+    };
+    return options;
+  });
+  ASSERT_THAT(second[0].status(), IsOk());
+  EXPECT_EQ(first_step, 6);
+  EXPECT_EQ(second[0]->steps, 8);
 }
 
 TEST_F(TrainerTest, RestoreWithoutACheckpointFailsNamingTheDirectory) {
