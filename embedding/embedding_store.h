@@ -53,6 +53,9 @@ struct EmbeddingStoreOptions {
   // RocksDB's environment; tests may pass rocksdb::NewMemEnv(). Default:
   // rocksdb::Env::Default().
   rocksdb::Env* rocksdb_env = nullptr;
+  // RocksDB's memtable size (each column family may hold two). Default:
+  // 64 MiB.
+  size_t write_buffer_bytes = size_t{64} << 20;
   // Recent updates kept for the change stream. Default: 256 MiB.
   size_t change_log_bytes = size_t{256} << 20;
   // How often a background sweep deletes the rows that tables' eviction
@@ -92,6 +95,9 @@ struct TableStats {
   uint64_t admitted_keys = 0;
   uint64_t rejected_gradients = 0;
   uint64_t evicted_rows = 0;
+  // Of num_rows, those in memory; the others are on disk only (tables with
+  // a memory budget).
+  uint64_t rows_in_memory = 0;
 };
 
 // The gradients of `keys` of one table, keys.size() * dim floats.

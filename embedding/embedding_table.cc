@@ -18,6 +18,8 @@ EmbeddingTable::EmbeddingTable(const EmbeddingTableConfig& config, TableId id,
       initializer_(config.initializer, config.seed),
       optimizer_(Optimizer::Create(config.optimizer, config.dim)),
       row_width_(config.dim + optimizer_->state_dim()),
+      stripe_row_cap_(StripeRowCap()),
+      tracks_slots_(evicts_ || stripe_row_cap_ > 0),
       stripes_(new Stripe[kNumStripes]),
       admission_(CountsSightings(config.admission)
                      ? std::make_unique<embedding_internal::FeatureAdmission>(
@@ -50,6 +52,15 @@ void EmbeddingTable::GroupByStripe(absl::Span<const FeatureId> keys,
 
 void EmbeddingTable::Lookup(absl::Span<const FeatureId> keys,
                             float* out) const {
+  Lookup(keys, out, nullptr);
+}
+
+void EmbeddingTable::InitialValue(FeatureId key, float* out) const {
+  initializer_.Fill(key, config_.dim, out);
+}
+
+void EmbeddingTable::Lookup(absl::Span<const FeatureId> keys, float* out,
+                            std::vector<uint32_t>* misses) const {
   const uint32_t dim = config_.dim;
   const size_t row_bytes = dim * sizeof(float);
   std::vector<uint32_t> order, starts;
@@ -69,7 +80,11 @@ void EmbeddingTable::Lookup(absl::Span<const FeatureId> keys,
       float* target = out + static_cast<size_t>(i) * dim;
       auto it = stripe.index.find(keys[i]);
       if (it == stripe.index.end()) {
-        initializer_.Fill(keys[i], dim, target);
+        if (misses != nullptr) {
+          misses->push_back(i);
+        } else {
+          initializer_.Fill(keys[i], dim, target);
+        }
       } else {
         std::memcpy(target,
                     stripe.rows.data() + size_t{it->second} * row_width_,
@@ -79,28 +94,46 @@ void EmbeddingTable::Lookup(absl::Span<const FeatureId> keys,
   }
 }
 
-float* EmbeddingTable::FindOrCreateRow(Stripe& stripe, FeatureId key) {
-  auto [it, inserted] = stripe.index.try_emplace(key, 0);
-  if (inserted) {
-    const size_t slot = stripe.rows.size() / row_width_;
-    it->second = static_cast<uint32_t>(slot);
-    stripe.rows.resize(stripe.rows.size() + row_width_);
-    float* row = stripe.rows.data() + slot * row_width_;
-    initializer_.Fill(key, config_.dim, row);
-    optimizer_->InitState(row + config_.dim);
-    if (evicts_) {
-      stripe.keys.push_back(key);
-      stripe.stamps.emplace_back();
-    }
-    return row;
+float* EmbeddingTable::NewSlot(Stripe& stripe, FeatureId key) {
+  if (stripe_row_cap_ > 0 && stripe.rows.empty()) {
+    // Sized once for the budget: doubling would overshoot it.
+    stripe.rows.reserve(size_t{stripe_row_cap_} * row_width_);
+    stripe.index.reserve(IndexCapacityFor(stripe_row_cap_));
+    stripe.keys.reserve(stripe_row_cap_);
+    stripe.referenced.reserve(stripe_row_cap_);
   }
-  return stripe.rows.data() + size_t{it->second} * row_width_;
+  const size_t slot = stripe.rows.size() / row_width_;
+  stripe.index[key] = static_cast<uint32_t>(slot);
+  stripe.rows.resize(stripe.rows.size() + row_width_);
+  if (tracks_slots_) stripe.keys.push_back(key);
+  if (evicts_) stripe.stamps.emplace_back();
+  if (stripe_row_cap_ > 0) stripe.referenced.push_back(kPinned);
+  return stripe.rows.data() + slot * row_width_;
 }
 
-float* EmbeddingTable::FindOrAdmitRow(Stripe& stripe, FeatureId key) {
+float* EmbeddingTable::FindOrCreateRow(Stripe& stripe, FeatureId key) {
   auto it = stripe.index.find(key);
   if (it != stripe.index.end()) {
     return stripe.rows.data() + size_t{it->second} * row_width_;
+  }
+  float* row = NewSlot(stripe, key);
+  initializer_.Fill(key, config_.dim, row);
+  optimizer_->InitState(row + config_.dim);
+  return row;
+}
+
+float* EmbeddingTable::FindOrAdmitRow(Stripe& stripe, FeatureId key,
+                                      const RowLoader& loader) {
+  auto it = stripe.index.find(key);
+  if (it != stripe.index.end()) {
+    if (stripe_row_cap_ > 0) stripe.referenced[it->second] = kPinned;
+    return stripe.rows.data() + size_t{it->second} * row_width_;
+  }
+  if (stripe_row_cap_ > 0 && stripe.index.size() >= stripe_row_cap_) {
+    ShrinkTo(stripe, stripe_row_cap_ - 1);  // room for this row
+  }
+  if (loader) {
+    if (float* row = LoadRow(stripe, key, loader)) return row;
   }
   if (admission_ != nullptr && !admission_->Admit(key)) {
     rejected_gradients_.fetch_add(1, std::memory_order_relaxed);
@@ -113,7 +146,8 @@ float* EmbeddingTable::FindOrAdmitRow(Stripe& stripe, FeatureId key) {
 void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
                                     const float* gradients, bool track_dirty,
                                     const RowVisitor& on_updated,
-                                    uint64_t global_step) {
+                                    uint64_t global_step,
+                                    const RowLoader& loader) {
   const uint32_t dim = config_.dim;
   NoteStep(global_step);
   const RowStamp stamp{global_step,
@@ -126,7 +160,7 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
     absl::MutexLock lock(&stripe.mu);
     for (uint32_t j = starts[s]; j < starts[s + 1]; ++j) {
       const uint32_t i = order[j];
-      float* row = FindOrAdmitRow(stripe, keys[i]);
+      float* row = FindOrAdmitRow(stripe, keys[i], loader);
       if (row == nullptr) continue;
       optimizer_->Apply(gradients + static_cast<size_t>(i) * dim, row,
                         row + dim);
@@ -136,6 +170,14 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
       if (track_dirty) stripe.dirty.insert(keys[i]);
       if (on_updated) on_updated(keys[i], row, row + dim);
     }
+    if (stripe_row_cap_ > 0) {
+      // This call's rows may leave memory again from now on.
+      for (uint32_t j = starts[s]; j < starts[s + 1]; ++j) {
+        auto it = stripe.index.find(keys[order[j]]);
+        if (it != stripe.index.end())
+          stripe.referenced[it->second] = kReferenced;
+      }
+    }
   }
 }
 
@@ -143,7 +185,15 @@ void EmbeddingTable::PutRow(FeatureId key, const float* value,
                             const float* state) {
   Stripe& stripe = stripes_[StripeOf(key)];
   absl::MutexLock lock(&stripe.mu);
+  if (stripe_row_cap_ > 0 && !stripe.index.contains(key) &&
+      stripe.index.size() >= stripe_row_cap_) {
+    cold_rows_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
   float* row = FindOrCreateRow(stripe, key);
+  if (stripe_row_cap_ > 0) {
+    stripe.referenced[(row - stripe.rows.data()) / row_width_] = kUnreferenced;
+  }
   if (evicts_) {
     stripe.stamps[(row - stripe.rows.data()) / row_width_] =
         RowStamp{0, absl::ToUnixMicros(clock_->Now())};
@@ -259,16 +309,23 @@ void EmbeddingTable::DeleteRow(Stripe& stripe, FeatureId key) {
     const FeatureId moved = stripe.keys[last];
     stripe.index[moved] = slot;
     stripe.keys[slot] = moved;
-    stripe.stamps[slot] = stripe.stamps[last];
+    if (evicts_) stripe.stamps[slot] = stripe.stamps[last];
+    if (stripe_row_cap_ > 0) stripe.referenced[slot] = stripe.referenced[last];
   }
   stripe.index.erase(key);
   stripe.dirty.erase(key);
   stripe.rows.resize(stripe.rows.size() - row_width_);
   stripe.keys.pop_back();
-  stripe.stamps.pop_back();
+  if (evicts_) stripe.stamps.pop_back();
+  if (stripe_row_cap_ > 0) stripe.referenced.pop_back();
 }
 
 uint64_t EmbeddingTable::num_rows() const {
+  return rows_in_memory() +
+         static_cast<uint64_t>(cold_rows_.load(std::memory_order_relaxed));
+}
+
+uint64_t EmbeddingTable::rows_in_memory() const {
   uint64_t rows = 0;
   for (size_t s = 0; s < kNumStripes; ++s) {
     absl::ReaderMutexLock lock(&stripes_[s].mu);
@@ -288,7 +345,8 @@ uint64_t EmbeddingTable::memory_bytes() const {
         stripe.index.capacity() * (sizeof(std::pair<FeatureId, uint32_t>) + 1);
     bytes += stripe.dirty.capacity() * (sizeof(FeatureId) + 1);
     bytes += stripe.keys.capacity() * sizeof(FeatureId) +
-             stripe.stamps.capacity() * sizeof(RowStamp);
+             stripe.stamps.capacity() * sizeof(RowStamp) +
+             stripe.referenced.capacity();
   }
   if (admission_ != nullptr) bytes += admission_->memory_bytes();
   return bytes;

@@ -54,20 +54,41 @@ class EmbeddingTable {
   uint32_t dim() const { return config_.dim; }
   uint32_t state_dim() const { return optimizer_->state_dim(); }
 
+  // Loads the stored row of a key not in memory (a table with a memory
+  // budget keeps the others on disk): writes dim() floats to `value` and
+  // state_dim() to `state` (pre-filled with the optimizer's initial state,
+  // kept when none is stored); false when the key has no stored row. Called
+  // with the key's stripe locked.
+  using RowLoader =
+      std::function<bool(FeatureId key, float* value, float* state)>;
+
   // Writes keys.size() * dim() floats to `out`, row-major in key order.
   void Lookup(absl::Span<const FeatureId> keys, float* out) const;
+  // The same, but a key without a row in memory is not filled: its position
+  // is appended to `misses` (for a table with a memory budget, whose caller
+  // reads those rows from disk).
+  void Lookup(absl::Span<const FeatureId> keys, float* out,
+              std::vector<uint32_t>* misses) const;
+  // The value of a row never written: the initializer's.
+  void InitialValue(FeatureId key, float* out) const;
 
   // Applies gradients (keys.size() * dim() floats) row by row; a key that
   // appears twice is updated twice. A key without a row that admission does
   // not admit is skipped (not visited). When `track_dirty`, updated keys are
   // remembered until TakeDirtyRows. `on_updated` may be null.
   // `global_step` is the trainer's step of the gradients, 0 when unknown.
+  // With a memory budget, a key not in memory is first given to `loader`
+  // (its stored row, if any, comes back into memory), and rows beyond the
+  // budget then leave memory, least recently pushed first, never one not
+  // yet written (TakeDirtyRows) to disk.
   void ApplyGradients(absl::Span<const FeatureId> keys, const float* gradients,
                       bool track_dirty, const RowVisitor& on_updated,
-                      uint64_t global_step = 0);
+                      uint64_t global_step = 0,
+                      const RowLoader& loader = nullptr);
 
   // Inserts or replaces a row (recovery and restore). For eviction it counts
-  // as updated now, at no known step.
+  // as updated now, at no known step. With a memory budget, a new row past
+  // the budget stays on disk only (it is counted, not kept).
   void PutRow(FeatureId key, const float* value, const float* state);
 
   // Visits and forgets the rows updated since the last call.
@@ -87,7 +108,13 @@ class EmbeddingTable {
                  const std::function<void(FeatureId key)>& on_evicted);
   static constexpr size_t num_stripes() { return kNumStripes; }
 
+  // Every row, in memory or (with a memory budget) on disk only.
   uint64_t num_rows() const;
+  uint64_t rows_in_memory() const;
+  bool has_memory_budget() const { return stripe_row_cap_ > 0; }
+  // Moves rows past the memory budget out of memory, for when rows not yet
+  // written to disk kept a push from doing it: after a periodic flush.
+  void ShrinkToBudget();
   // Bytes held by rows, indexes and the admission sketch.
   uint64_t memory_bytes() const;
   // Keys given a row by a push (admitted), and gradients of keys dropped
@@ -123,6 +150,11 @@ class EmbeddingTable {
     // slot can be filled by the last one) and the last update.
     std::vector<FeatureId> keys ABSL_GUARDED_BY(mu);
     std::vector<RowStamp> stamps ABSL_GUARDED_BY(mu);
+    // Per slot, only with a memory budget: pushed since the clock hand last
+    // passed (the hand picks which rows leave memory: CLOCK, an
+    // approximation of least recently used).
+    std::vector<uint8_t> referenced ABSL_GUARDED_BY(mu);
+    uint32_t clock_hand ABSL_GUARDED_BY(mu) = 0;
   };
 
   static constexpr int kStripeBits = 6;
@@ -136,12 +168,33 @@ class EmbeddingTable {
   void DeleteRow(Stripe& stripe, FeatureId key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   void NoteStep(uint64_t global_step);
+  // Rows per stripe a memory budget allows; 0: no budget.
+  uint32_t StripeRowCap() const;
+  // What to reserve in a stripe's index for `rows` rows.
+  static size_t IndexCapacityFor(uint32_t rows);
+  // Appends a slot for `key` (not in the stripe) and returns its row,
+  // uninitialized.
+  float* NewSlot(Stripe& stripe, FeatureId key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
+  // The stored row of `key` through `loader`, brought into memory; nullptr
+  // when it has none.
+  float* LoadRow(Stripe& stripe, FeatureId key, const RowLoader& loader)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
+  // Moves rows out of memory until the stripe holds at most `rows`, passing
+  // over pinned rows and rows not yet written to disk.
+  void ShrinkTo(Stripe& stripe, uint32_t rows)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
+  // Stripe::referenced values. A row is pinned while the push that updates
+  // it runs (its write may not be on disk yet).
+  static constexpr uint8_t kUnreferenced = 0;
+  static constexpr uint8_t kReferenced = 1;
+  static constexpr uint8_t kPinned = 2;
   // Returns the row of `key` in `stripe`, creating it if missing.
   float* FindOrCreateRow(Stripe& stripe, FeatureId key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   // Like FindOrCreateRow, but a missing row is created only when admission
   // admits the key; nullptr otherwise.
-  float* FindOrAdmitRow(Stripe& stripe, FeatureId key)
+  float* FindOrAdmitRow(Stripe& stripe, FeatureId key, const RowLoader& loader)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   // Orders the positions of `keys` by stripe; `starts` gets kNumStripes + 1
   // offsets into `order`.
@@ -156,7 +209,12 @@ class EmbeddingTable {
   const Initializer initializer_;
   const std::unique_ptr<Optimizer> optimizer_;
   const uint32_t row_width_;  // dim + state_dim floats.
+  const uint32_t stripe_row_cap_;
+  // Slots remember their keys (eviction and the memory budget need them).
+  const bool tracks_slots_;
   std::unique_ptr<Stripe[]> stripes_;
+  // Rows on disk only (memory budget).
+  std::atomic<int64_t> cold_rows_{0};
   // Null when every key is admitted at once.
   const std::unique_ptr<embedding_internal::FeatureAdmission> admission_;
   std::atomic<uint64_t> admitted_keys_{0};

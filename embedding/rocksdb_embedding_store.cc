@@ -10,7 +10,9 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "embedding/storage_format.h"
+#include "rocksdb/filter_policy.h"
 #include "rocksdb/memtablerep.h"
+#include "rocksdb/table.h"
 
 namespace strata {
 namespace embedding_internal {
@@ -58,9 +60,19 @@ absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
   // (recovery, checkpoints), never by point lookups: an unsorted vector
   // memtable makes each insert an append instead of a skip-list search,
   // which was most of a push's time in sync and group modes.
-  db_options.memtable_factory.reset(new rocksdb::VectorRepFactory());
-  db_options.allow_concurrent_memtable_write = false;
-  db_options.write_buffer_size = 64 << 20;
+  // Tables with a memory budget read rows back one by one: they need the
+  // skip list (sorted) and Bloom filters that spare disk reads for keys
+  // never written.
+  if (skiplist_memtables_) {
+    rocksdb::BlockBasedTableOptions table_options;
+    table_options.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+    db_options.table_factory.reset(
+        rocksdb::NewBlockBasedTableFactory(table_options));
+  } else {
+    db_options.memtable_factory.reset(new rocksdb::VectorRepFactory());
+    db_options.allow_concurrent_memtable_write = false;
+  }
+  db_options.write_buffer_size = options_.write_buffer_bytes;
   const rocksdb::ColumnFamilyOptions family_options(db_options);
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, family_options},
@@ -78,6 +90,11 @@ absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
         "cannot open store in ", options_.data_dir, ": ", s.ToString()));
   }
   db_.reset(db);
+  if (!skiplist_memtables_ && AnyBudgetedTableLocked()) {
+    CloseDbLocked();
+    skiplist_memtables_ = true;
+    return OpenDbLocked();
+  }
   return LoadLocked();
 }
 
@@ -180,6 +197,9 @@ absl::StatusOr<uint64_t> RocksDbEmbeddingStore::LoadRowsLocked(
 absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
     const EmbeddingTableConfig& config) {
   STRATA_RETURN_IF_ERROR(ValidateTableConfig(config));
+  if (config.memory_budget_bytes > 0) {
+    STRATA_RETURN_IF_ERROR(EnablePointReads());
+  }
   absl::MutexLock commit_lock(&commit_mu_);
   STRATA_RETURN_IF_ERROR(CheckOpenLocked());
   absl::MutexLock lock(&tables_mu_);
@@ -215,6 +235,7 @@ std::vector<TableStats> RocksDbEmbeddingStore::ListTables() {
     stats.admitted_keys = table->admitted_keys();
     stats.rejected_gradients = table->rejected_gradients();
     stats.evicted_rows = table->evicted_rows();
+    stats.rows_in_memory = table->rows_in_memory();
     out.push_back(std::move(stats));
   }
   std::sort(out.begin(), out.end(),
@@ -237,18 +258,38 @@ absl::StatusOr<EmbeddingTableConfig> RocksDbEmbeddingStore::GetTableConfig(
 absl::Status RocksDbEmbeddingStore::Lookup(absl::string_view table,
                                            absl::Span<const FeatureId> keys,
                                            absl::Span<float> out) {
+  bool cold_tier = false;
+  {
+    absl::ReaderMutexLock lock(&tables_mu_);
+    EmbeddingTable* found = FindTable(table);
+    if (found == nullptr) {
+      return absl::NotFoundError(absl::StrCat("unknown table '", table, "'"));
+    }
+    if (out.size() != keys.size() * size_t{found->dim()}) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output of ", out.size(), " floats for ", keys.size(),
+                       " keys of dimension ", found->dim()));
+    }
+    cold_tier = found->has_memory_budget();
+    if (!cold_tier) {
+      found->Lookup(keys, out.data());
+      return absl::OkStatus();
+    }
+  }
+  // Rows on disk: the commit lock (taken first) keeps the database open and
+  // keeps a push from moving a row out of memory before its write is in.
+  absl::ReaderMutexLock commit_lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
   absl::ReaderMutexLock lock(&tables_mu_);
   EmbeddingTable* found = FindTable(table);
-  if (found == nullptr) {
-    return absl::NotFoundError(absl::StrCat("unknown table '", table, "'"));
+  if (found == nullptr || out.size() != keys.size() * size_t{found->dim()}) {
+    return absl::UnavailableError(
+        absl::StrCat("table '", table, "' changed during the lookup; retry"));
   }
-  if (out.size() != keys.size() * size_t{found->dim()}) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("output of ", out.size(), " floats for ", keys.size(),
-                     " keys of dimension ", found->dim()));
-  }
-  found->Lookup(keys, out.data());
-  return absl::OkStatus();
+  std::vector<uint32_t> misses;
+  found->Lookup(keys, out.data(), &misses);
+  if (misses.empty()) return absl::OkStatus();
+  return ReadColdRowsLocked(*found, keys, misses, out.data());
 }
 
 absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
@@ -315,7 +356,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
       }
       tables[b]->ApplyGradients(batches[b].keys, batches[b].gradients.data(),
                                 /*track_dirty=*/true, collect,
-                                batches[b].global_step);
+                                batches[b].global_step,
+                                ColdRowLoaderLocked(*tables[b]));
     }
     change_log_.Append([&](ChangeRecord& change) {
       change.rows.resize(batches.size());
@@ -356,7 +398,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
                 write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
               }
             },
-            batches[b].global_step);
+            batches[b].global_step, ColdRowLoaderLocked(*tables[b]));
       }
       if (deduplicated) {
         write.Put(handles_[0], absl::StrCat(kClientPrefix, id.client_id),

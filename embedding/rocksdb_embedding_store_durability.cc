@@ -18,6 +18,15 @@ absl::Status RocksDbEmbeddingStore::Flush() {
     // The cut is taken with pushes excluded, so that no push is half in it;
     // the write itself happens after pushes resume.
     absl::MutexLock lock(&commit_mu_);
+    if (skiplist_memtables_) {
+      // A table with a memory budget: a row the cut took is no longer dirty
+      // and could leave memory before its write is in, so pushes wait for
+      // the write; then rows past the budget leave memory.
+      STRATA_RETURN_IF_ERROR(FlushLocked());
+      absl::ReaderMutexLock tables_lock(&tables_mu_);
+      for (auto& [name, table] : tables_) table->ShrinkToBudget();
+      return absl::OkStatus();
+    }
     STRATA_RETURN_IF_ERROR(CollectDirtyLocked(write));
   }
   if (write.Count() == 0) return absl::OkStatus();
@@ -228,6 +237,10 @@ absl::StatusOr<ValueSnapshot> RocksDbEmbeddingStore::SnapshotValues(
   snapshot.sequence = change_log_.latest_sequence();
   for (EmbeddingTable* table : chosen) {
     snapshot.tables.push_back(table->config());
+    if (table->has_memory_budget()) {
+      STRATA_RETURN_IF_ERROR(SnapshotTableLocked(*table, snapshot));
+      continue;
+    }
     const uint32_t dim = table->dim();
     table->ForEachRow([&](FeatureId key, const float* value, const float*) {
       if (snapshot.chunks.empty() ||

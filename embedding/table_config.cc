@@ -189,6 +189,13 @@ absl::Status ValidateTableConfig(const EmbeddingTableConfig& config) {
     return absl::InvalidArgumentError(
         "table config: FTRL needs l1, l2 and ftrl_beta >= 0");
   }
+  if (config.memory_budget_bytes != 0 &&
+      config.memory_budget_bytes < kMinMemoryBudgetBytes) {
+    return InvalidPolicy(
+        "memory_budget_bytes",
+        absl::StrCat(config.memory_budget_bytes, " is under the minimum ",
+                     kMinMemoryBudgetBytes, " (0: no budget)"));
+  }
   return ValidatePolicies(config.admission, config.eviction);
 }
 
@@ -217,7 +224,8 @@ std::string SerializeTableConfig(const EmbeddingTableConfig& c) {
       " admit_sketch_depth=", c.admission.sketch_depth,
       " evict_after_steps=", c.eviction.after_steps,
       " evict_after_seconds=", c.eviction.after_seconds,
-      " evict_min_norm=", f(c.eviction.min_norm));
+      " evict_min_norm=", f(c.eviction.min_norm),
+      " memory_budget_bytes=", c.memory_budget_bytes);
 }
 
 namespace {
@@ -240,7 +248,8 @@ bool ParsePolicies(const absl::flat_hash_map<std::string, std::string>& fields,
          number("admit_sketch_depth", &c.admission.sketch_depth) &&
          number("evict_after_steps", &c.eviction.after_steps) &&
          number("evict_after_seconds", &c.eviction.after_seconds) &&
-         real("evict_min_norm", &c.eviction.min_norm);
+         real("evict_min_norm", &c.eviction.min_norm) &&
+         number("memory_budget_bytes", &c.memory_budget_bytes);
 }
 
 }  // namespace

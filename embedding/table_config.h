@@ -77,7 +77,14 @@ struct EmbeddingTableConfig {
   uint64_t seed = 0;
   AdmissionConfig admission;
   EvictionConfig eviction;
+  // Bytes of rows the shard keeps in memory for this table; the rest live
+  // only in RocksDB (the cold tier) and are read from it when pulled or
+  // pushed. 0: every row in memory.
+  uint64_t memory_budget_bytes = 0;
 };
+
+// The smallest non-zero memory budget of a table.
+inline constexpr uint64_t kMinMemoryBudgetBytes = uint64_t{1} << 20;
 
 inline constexpr uint32_t kMaxTableDim = 4096;
 inline constexpr size_t kMaxTableNameLength = 128;

@@ -44,6 +44,9 @@ ABSL_FLAG(int64_t, max_keys_per_request, 262144,
 ABSL_FLAG(int64_t, eviction_interval_ms, 10000,
           "How often rows that tables' eviction policies select are deleted; "
           "0 disables the sweep.");
+ABSL_FLAG(int64_t, write_buffer_mb, 64,
+          "RocksDB memtable size in MiB; each column family may hold two, "
+          "which counts against memory next to the tables' budgets.");
 ABSL_FLAG(int64_t, change_log_mb, 256,
           "Memory for recent updates kept for the change stream (serving "
           "followers); a follower further behind gets a new snapshot.");
@@ -145,6 +148,9 @@ int Run() {
   if (absl::GetFlag(FLAGS_change_log_mb) < 1) {
     return UsageError("--change_log_mb must be >= 1");
   }
+  if (absl::GetFlag(FLAGS_write_buffer_mb) < 1) {
+    return UsageError("--write_buffer_mb must be >= 1");
+  }
   if (absl::GetFlag(FLAGS_flush_interval_ms) < 1) {
     return UsageError("--flush_interval_ms must be >= 1");
   }
@@ -167,6 +173,8 @@ int Run() {
   store_options.durability = *durability;
   store_options.flush_interval =
       absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
+  store_options.write_buffer_bytes =
+      static_cast<size_t>(absl::GetFlag(FLAGS_write_buffer_mb)) << 20;
   store_options.eviction_interval =
       absl::Milliseconds(absl::GetFlag(FLAGS_eviction_interval_ms));
   store_options.change_log_bytes =
@@ -228,6 +236,14 @@ int Run() {
       for (const TableStats& t : tables) {
         absl::StrAppend(&body, "strata_table_memory_bytes{table=\"",
                         t.config.name, "\"} ", t.memory_bytes, "\n");
+      }
+      absl::StrAppend(&body,
+                      "# HELP strata_table_rows_in_memory Rows per table "
+                      "held in memory (the others are on disk only).\n"
+                      "# TYPE strata_table_rows_in_memory gauge\n");
+      for (const TableStats& t : tables) {
+        absl::StrAppend(&body, "strata_table_rows_in_memory{table=\"",
+                        t.config.name, "\"} ", t.rows_in_memory, "\n");
       }
       AppendTableCounters(tables, &body);
       AppendStorageMetrics((*store)->GetStorageStats(), &body);

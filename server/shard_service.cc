@@ -27,6 +27,7 @@ v1::TableInfo TableInfoFromStats(const TableStats& stats) {
   info.set_admitted_keys(stats.admitted_keys);
   info.set_rejected_gradients(stats.rejected_gradients);
   info.set_evicted_rows(stats.evicted_rows);
+  info.set_rows_in_memory(stats.rows_in_memory);
   return info;
 }
 

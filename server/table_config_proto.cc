@@ -79,6 +79,7 @@ absl::StatusOr<EmbeddingTableConfig> TableConfigFromProto(
   config.eviction.after_steps = proto.evict_after_steps();
   config.eviction.after_seconds = proto.evict_after_seconds();
   config.eviction.min_norm = proto.evict_min_norm();
+  config.memory_budget_bytes = proto.memory_budget_bytes();
   return config;
 }
 
@@ -137,6 +138,7 @@ v1::TableConfig TableConfigToProto(const EmbeddingTableConfig& config) {
   proto.set_evict_after_steps(config.eviction.after_steps);
   proto.set_evict_after_seconds(config.eviction.after_seconds);
   proto.set_evict_min_norm(config.eviction.min_norm);
+  proto.set_memory_budget_bytes(config.memory_budget_bytes);
   return proto;
 }
 

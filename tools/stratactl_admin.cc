@@ -1,6 +1,7 @@
 // stratactl commands that manage the cluster: create-table, tables, stats,
 // checkpoint, restore and health.
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <limits>
@@ -133,6 +134,10 @@ void WriteTableJson(const v1::TableInfo& info, JsonWriter& json) {
   json.Key("initializer").String(InitializerName(config.initializer().type()));
   json.Key("seed").Uint(config.seed());
   json.Key("rows").Uint(info.num_rows());
+  json.Key("rows_in_memory").Uint(info.rows_in_memory());
+  json.Key("rows_on_disk_only")
+      .Uint(info.num_rows() - std::min(info.num_rows(), info.rows_in_memory()));
+  json.Key("memory_budget_bytes").Uint(config.memory_budget_bytes());
   json.Key("memory_bytes").Uint(info.memory_bytes());
   json.Key("admitted_keys").Uint(info.admitted_keys());
   json.Key("rejected_gradients").Uint(info.rejected_gradients());
@@ -210,14 +215,18 @@ int TablesCommand(const CommandContext& context) {
     return kExitOk;
   }
   std::vector<std::vector<std::string>> rows = {
-      {"NAME", "DIM", "OPTIMIZER", "INITIALIZER", "ROWS", "MEMORY", "ADMITTED",
-       "REJECTED", "EVICTED"}};
+      {"NAME", "DIM", "OPTIMIZER", "INITIALIZER", "ROWS", "IN_MEMORY", "MEMORY",
+       "BUDGET", "ADMITTED", "REJECTED", "EVICTED"}};
   for (const v1::TableInfo& info : *tables) {
     rows.push_back({info.config().name(), absl::StrCat(info.config().dim()),
                     OptimizerName(info.config().optimizer().type()),
                     InitializerName(info.config().initializer().type()),
                     absl::StrCat(info.num_rows()),
+                    absl::StrCat(info.rows_in_memory()),
                     HumanBytes(info.memory_bytes()),
+                    info.config().memory_budget_bytes() == 0
+                        ? "-"
+                        : HumanBytes(info.config().memory_budget_bytes()),
                     absl::StrCat(info.admitted_keys()),
                     absl::StrCat(info.rejected_gradients()),
                     absl::StrCat(info.evicted_rows())});

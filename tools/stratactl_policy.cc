@@ -25,6 +25,10 @@ ABSL_FLAG(uint64_t, evict_after_seconds, 0,
 ABSL_FLAG(double, evict_min_norm, 0,
           "create-table: delete rows whose L2 norm is under this (0: off).");
 
+ABSL_FLAG(uint64_t, memory_budget_mb, 0,
+          "create-table: MiB of the table's rows each shard keeps in memory; "
+          "the rest stay on disk only (0: all in memory).");
+
 namespace strata {
 namespace tools_internal {
 
@@ -39,6 +43,7 @@ void SetPoliciesFromFlags(v1::TableConfig& config) {
   config.set_evict_after_seconds(absl::GetFlag(FLAGS_evict_after_seconds));
   config.set_evict_min_norm(
       static_cast<float>(absl::GetFlag(FLAGS_evict_min_norm)));
+  config.set_memory_budget_bytes(absl::GetFlag(FLAGS_memory_budget_mb) << 20);
 }
 
 }  // namespace tools_internal

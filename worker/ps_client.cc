@@ -185,6 +185,8 @@ absl::StatusOr<std::vector<v1::TableInfo>> PsClient::ListTables() {
         total.set_rejected_gradients(total.rejected_gradients() +
                                      info.rejected_gradients());
         total.set_evicted_rows(total.evicted_rows() + info.evicted_rows());
+        total.set_rows_in_memory(total.rows_in_memory() +
+                                 info.rows_in_memory());
       }
     }
   }

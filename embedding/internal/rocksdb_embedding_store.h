@@ -119,6 +119,27 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::Status WriteLocked(rocksdb::WriteBatch& batch, bool sync)
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   uint64_t TotalRows();
+
+  // The cold tier (rocksdb_embedding_store_cold.cc): tables with a memory
+  // budget keep some rows on disk only.
+  // Reads the rows at `misses` (positions in `keys`) of `table` from disk
+  // into `out`; rows never written get the initializer's value.
+  absl::Status ReadColdRowsLocked(const EmbeddingTable& table,
+                                  absl::Span<const FeatureId> keys,
+                                  absl::Span<const uint32_t> misses, float* out)
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
+  // Loads a row of `table` from disk, for EmbeddingTable::ApplyGradients.
+  EmbeddingTable::RowLoader ColdRowLoaderLocked(const EmbeddingTable& table)
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
+  // Point reads need a sorted memtable: reopens the database with skip-list
+  // memtables if it uses vectors (a table with a memory budget appeared).
+  absl::Status EnablePointReads() ABSL_LOCKS_EXCLUDED(flush_mu_, commit_mu_);
+  // Every row of `table` (in memory or on disk) into `snapshot`.
+  absl::Status SnapshotTableLocked(const EmbeddingTable& table,
+                                   ValueSnapshot& snapshot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Whether a table record in the open database has a memory budget.
+  bool AnyBudgetedTableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   void FlushLoop();
   // Eviction (rocksdb_embedding_store_eviction.cc).
   void EvictionLoop();
@@ -149,6 +170,8 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::Mutex flush_mu_ ABSL_ACQUIRED_BEFORE(commit_mu_);
   absl::Mutex commit_mu_;
   std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(commit_mu_);
+  // Skip-list memtables (point reads) instead of vectors (fast appends).
+  bool skiplist_memtables_ ABSL_GUARDED_BY(commit_mu_) = false;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_
       ABSL_GUARDED_BY(commit_mu_);
 

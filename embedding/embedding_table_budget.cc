@@ -1,0 +1,131 @@
+// EmbeddingTable with a memory budget: which rows stay in memory, and how the
+// others come back from disk. See embedding/embedding_table.h.
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "embedding/embedding_table.h"
+
+namespace strata {
+
+namespace {
+
+// The capacity absl gives a flat_hash_map reserved for `n` elements: the
+// smallest 2^k - 1 that holds n at a load of at most 7/8.
+size_t FlatHashCapacity(size_t n) {
+  const size_t wanted = n + (n - 1) / 7;
+  size_t capacity = 1;
+  while (capacity < wanted) capacity = capacity * 2 + 1;
+  return capacity;
+}
+
+}  // namespace
+
+uint32_t EmbeddingTable::StripeRowCap() const {
+  if (config_.memory_budget_bytes == 0) return 0;
+  // What a full stripe holds, as memory_bytes() counts it: the rows, their
+  // keys, reference bits and eviction stamps, and the index (a 16-byte slot
+  // and a control byte per entry of its capacity).
+  auto stripe_bytes = [this](uint64_t rows) {
+    const uint64_t per_row = uint64_t{row_width_} * sizeof(float) +
+                             sizeof(FeatureId) + 1 +
+                             (evicts_ ? sizeof(RowStamp) : 0);
+    const uint64_t index =
+        FlatHashCapacity(IndexCapacityFor(static_cast<uint32_t>(rows))) *
+        (sizeof(std::pair<FeatureId, uint32_t>) + 1);
+    return rows * per_row + index;
+  };
+  const uint64_t budget = config_.memory_budget_bytes / kNumStripes;
+  uint64_t low = 1, high = budget;  // the largest count that fits
+  while (low < high) {
+    const uint64_t mid = low + (high - low + 1) / 2;
+    if (stripe_bytes(mid) <= budget) {
+      low = mid;
+    } else {
+      high = mid - 1;
+    }
+  }
+  return static_cast<uint32_t>(std::min<uint64_t>(low, UINT32_MAX / 2));
+}
+
+float* EmbeddingTable::LoadRow(Stripe& stripe, FeatureId key,
+                               const RowLoader& loader) {
+  std::vector<float> row(row_width_);
+  optimizer_->InitState(row.data() + config_.dim);
+  if (!loader(key, row.data(), row.data() + config_.dim)) return nullptr;
+  float* slot = NewSlot(stripe, key);
+  std::memcpy(slot, row.data(), row.size() * sizeof(float));
+  cold_rows_.fetch_sub(1, std::memory_order_relaxed);
+  return slot;
+}
+
+void EmbeddingTable::ShrinkTo(Stripe& stripe, uint32_t rows) {
+  uint32_t slots = static_cast<uint32_t>(stripe.keys.size());
+  // Two turns of the hand clear every reference bit; pinned rows and rows
+  // still to be written to disk (periodic durability) stay, so a stripe may
+  // stay over budget until the next flush.
+  uint64_t steps_left = 2 * uint64_t{slots} + 1;
+  while (slots > rows && steps_left-- > 0) {
+    if (stripe.clock_hand >= slots) stripe.clock_hand = 0;
+    const uint32_t slot = stripe.clock_hand;
+    if (stripe.referenced[slot] == kReferenced) {
+      stripe.referenced[slot] = kUnreferenced;
+      ++stripe.clock_hand;
+      continue;
+    }
+    const FeatureId key = stripe.keys[slot];
+    if (stripe.referenced[slot] == kPinned || stripe.dirty.contains(key)) {
+      ++stripe.clock_hand;
+      continue;
+    }
+    // Its latest value is on disk: it leaves memory only. The last row moves
+    // into this slot, which the hand looks at next.
+    DeleteRow(stripe, key);
+    cold_rows_.fetch_add(1, std::memory_order_relaxed);
+    --slots;
+  }
+}
+
+size_t EmbeddingTable::IndexCapacityFor(uint32_t rows) {
+  // absl's table rehashes in place while at most 25/32 full and grows past
+  // that: reserving for rows * 32/25 keeps a full stripe from growing it.
+  return size_t{rows} * 32 / 25 + 1;
+}
+
+void EmbeddingTable::ShrinkToBudget() {
+  if (stripe_row_cap_ == 0) return;
+  for (size_t s = 0; s < kNumStripes; ++s) {
+    Stripe& stripe = stripes_[s];
+    absl::MutexLock lock(&stripe.mu);
+    ShrinkTo(stripe, stripe_row_cap_);
+    // The set of rows to write keeps its capacity when cleared.
+    if (stripe.dirty.empty()) stripe.dirty = absl::flat_hash_set<FeatureId>();
+    // Rows kept over the budget until this flush grew the containers: give
+    // the memory back once they fit again.
+    const size_t rows = stripe.keys.size();
+    if (rows > stripe_row_cap_ ||
+        stripe.rows.capacity() <= size_t{stripe_row_cap_} * row_width_) {
+      continue;
+    }
+    std::vector<float> values;
+    values.reserve(size_t{stripe_row_cap_} * row_width_);
+    values.assign(stripe.rows.begin(), stripe.rows.end());
+    stripe.rows.swap(values);
+    std::vector<FeatureId> keys;
+    keys.reserve(stripe_row_cap_);
+    keys.assign(stripe.keys.begin(), stripe.keys.end());
+    stripe.keys.swap(keys);
+    std::vector<uint8_t> referenced;
+    referenced.reserve(stripe_row_cap_);
+    referenced.assign(stripe.referenced.begin(), stripe.referenced.end());
+    stripe.referenced.swap(referenced);
+    absl::flat_hash_map<FeatureId, uint32_t> index;
+    index.reserve(IndexCapacityFor(stripe_row_cap_));
+    index.insert(stripe.index.begin(), stripe.index.end());
+    stripe.index.swap(index);
+  }
+}
+
+}  // namespace strata

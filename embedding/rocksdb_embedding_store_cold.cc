@@ -1,0 +1,159 @@
+// EmbeddingStore on RocksDB, the cold tier: tables with a memory budget keep
+// their least recently pushed rows on disk only, and read them back from
+// RocksDB when pulled (batched with MultiGet) or pushed. See
+// embedding/internal/rocksdb_embedding_store.h.
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "embedding/internal/rocksdb_embedding_store.h"
+#include "embedding/storage_format.h"
+
+namespace strata {
+namespace embedding_internal {
+
+absl::Status RocksDbEmbeddingStore::ReadColdRowsLocked(
+    const EmbeddingTable& table, absl::Span<const FeatureId> keys,
+    absl::Span<const uint32_t> misses, float* out) {
+  const uint32_t dim = table.dim();
+  std::vector<std::string> row_keys;
+  row_keys.reserve(misses.size());
+  for (uint32_t i : misses) row_keys.push_back(RowKey(table.id(), keys[i]));
+  std::vector<rocksdb::Slice> slices(row_keys.begin(), row_keys.end());
+  std::vector<rocksdb::PinnableSlice> values(slices.size());
+  std::vector<rocksdb::Status> statuses(slices.size());
+  db_->MultiGet(rocksdb::ReadOptions(), handles_[1], slices.size(),
+                slices.data(), values.data(), statuses.data());
+  for (size_t m = 0; m < misses.size(); ++m) {
+    float* target = out + size_t{misses[m]} * dim;
+    if (statuses[m].IsNotFound()) {
+      table.InitialValue(keys[misses[m]], target);
+    } else if (!statuses[m].ok()) {
+      return absl::InternalError(absl::StrCat(
+          "cannot read row ", keys[misses[m]], " of table '",
+          table.config().name, "' from disk: ", statuses[m].ToString()));
+    } else if (values[m].size() != dim * sizeof(float)) {
+      return absl::DataLossError(absl::StrCat(
+          "stored row ", keys[misses[m]], " of table '", table.config().name,
+          "' has ", values[m].size(), " bytes"));
+    } else {
+      std::memcpy(target, values[m].data(), values[m].size());
+    }
+  }
+  return absl::OkStatus();
+}
+
+EmbeddingTable::RowLoader RocksDbEmbeddingStore::ColdRowLoaderLocked(
+    const EmbeddingTable& table) {
+  if (!table.has_memory_budget()) return nullptr;
+  rocksdb::DB* db = db_.get();
+  rocksdb::ColumnFamilyHandle* values = handles_[1];
+  rocksdb::ColumnFamilyHandle* states = handles_[2];
+  const TableId id = table.id();
+  const uint32_t dim = table.dim(), state_dim = table.state_dim();
+  // Called under the key's stripe lock, within the push's commit lock, so
+  // that nothing moves the row between the read and the update. A read
+  // error cannot be returned from here: the row then counts as missing and
+  // the push fails when its write fails, or starts the row over.
+  return [=](FeatureId key, float* value, float* state) {
+    const std::string row_key = RowKey(id, key);
+    rocksdb::PinnableSlice stored;
+    if (!db->Get(rocksdb::ReadOptions(), values, row_key, &stored).ok() ||
+        stored.size() != dim * sizeof(float)) {
+      return false;
+    }
+    std::memcpy(value, stored.data(), stored.size());
+    if (state_dim > 0) {
+      stored.Reset();
+      if (db->Get(rocksdb::ReadOptions(), states, row_key, &stored).ok() &&
+          stored.size() == state_dim * sizeof(float)) {
+        std::memcpy(state, stored.data(), stored.size());
+      }
+    }
+    return true;
+  };
+}
+
+bool RocksDbEmbeddingStore::AnyBudgetedTableLocked() {
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), handles_[0]));
+  for (it->Seek(kTableRecordPrefix);
+       it->Valid() && it->key().starts_with(kTableRecordPrefix); it->Next()) {
+    auto record = ParseTableRecord(
+        absl::string_view(it->value().data(), it->value().size()));
+    if (record.ok() && record->second.memory_budget_bytes > 0) return true;
+  }
+  return false;
+}
+
+absl::Status RocksDbEmbeddingStore::EnablePointReads() {
+  absl::MutexLock flush_lock(&flush_mu_);
+  absl::MutexLock lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  if (skiplist_memtables_) return absl::OkStatus();
+  // Buffered rows reach disk first: the reopen loads the tables from it.
+  STRATA_RETURN_IF_ERROR(FlushLocked());
+  CloseDbLocked();
+  skiplist_memtables_ = true;
+  STRATA_LOG(INFO, "store") << "reopening with skip-list memtables for a "
+                               "table with a memory budget";
+  return OpenDbLocked();
+}
+
+absl::Status RocksDbEmbeddingStore::SnapshotTableLocked(
+    const EmbeddingTable& table, ValueSnapshot& snapshot) {
+  const uint32_t dim = table.dim();
+  auto add = [&](FeatureId key, const float* value) {
+    if (snapshot.chunks.empty() ||
+        snapshot.chunks.back().table != table.config().name ||
+        snapshot.chunks.back().keys.size() >= kSnapshotChunkRows) {
+      snapshot.chunks.emplace_back();
+      snapshot.chunks.back().table = table.config().name;
+      snapshot.chunks.back().dim = dim;
+    }
+    ChangedRows& chunk = snapshot.chunks.back();
+    chunk.keys.push_back(key);
+    chunk.values.insert(chunk.values.end(), value, value + dim);
+  };
+  // Rows in memory are the newest (some not yet on disk); the others are
+  // read from disk.
+  absl::flat_hash_set<FeatureId> in_memory;
+  table.ForEachRow([&](FeatureId key, const float* value, const float*) {
+    in_memory.insert(key);
+    add(key, value);
+  });
+  const std::string begin = RowKey(table.id(), 0);
+  std::vector<float> row(dim);
+  std::unique_ptr<rocksdb::Iterator> it(
+      db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
+  for (it->Seek(begin); it->Valid(); it->Next()) {
+    TableId id;
+    FeatureId key;
+    if (!ParseRowKey(absl::string_view(it->key().data(), it->key().size()), &id,
+                     &key) ||
+        id != table.id()) {
+      break;
+    }
+    if (in_memory.contains(key) || it->value().size() != dim * sizeof(float)) {
+      continue;
+    }
+    // Values in a RocksDB slice need not be aligned for floats.
+    std::memcpy(row.data(), it->value().data(), it->value().size());
+    add(key, row.data());
+  }
+  if (!it->status().ok()) {
+    return absl::InternalError(absl::StrCat("cannot read the rows of table '",
+                                            table.config().name,
+                                            "': ", it->status().ToString()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace embedding_internal
+}  // namespace strata
