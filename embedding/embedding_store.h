@@ -56,6 +56,9 @@ struct EmbeddingStoreOptions {
   // RocksDB's memtable size (each column family may hold two). Default:
   // 64 MiB.
   size_t write_buffer_bytes = size_t{64} << 20;
+  // RocksDB's block cache, which rows read from disk pass through. Default:
+  // 32 MiB.
+  size_t block_cache_bytes = size_t{32} << 20;
   // Recent updates kept for the change stream. Default: 256 MiB.
   size_t change_log_bytes = size_t{256} << 20;
   // How often a background sweep deletes the rows that tables' eviction

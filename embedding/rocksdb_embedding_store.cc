@@ -10,6 +10,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "embedding/storage_format.h"
+#include "rocksdb/cache.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/memtablerep.h"
 #include "rocksdb/table.h"
@@ -63,12 +64,16 @@ absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
   // Tables with a memory budget read rows back one by one: they need the
   // skip list (sorted) and Bloom filters that spare disk reads for keys
   // never written.
+  rocksdb::BlockBasedTableOptions table_options;
+  if (!block_cache_)
+    block_cache_ = rocksdb::NewLRUCache(options_.block_cache_bytes);
+  table_options.block_cache = block_cache_;
   if (skiplist_memtables_) {
-    rocksdb::BlockBasedTableOptions table_options;
     table_options.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
-    db_options.table_factory.reset(
-        rocksdb::NewBlockBasedTableFactory(table_options));
-  } else {
+  }
+  db_options.table_factory.reset(
+      rocksdb::NewBlockBasedTableFactory(table_options));
+  if (!skiplist_memtables_) {
     db_options.memtable_factory.reset(new rocksdb::VectorRepFactory());
     db_options.allow_concurrent_memtable_write = false;
   }

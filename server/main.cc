@@ -47,6 +47,9 @@ ABSL_FLAG(int64_t, eviction_interval_ms, 10000,
 ABSL_FLAG(int64_t, write_buffer_mb, 64,
           "RocksDB memtable size in MiB; each column family may hold two, "
           "which counts against memory next to the tables' budgets.");
+ABSL_FLAG(int64_t, block_cache_mb, 32,
+          "RocksDB block cache in MiB, which rows read from disk (tables with "
+          "a memory budget) pass through.");
 ABSL_FLAG(int64_t, change_log_mb, 256,
           "Memory for recent updates kept for the change stream (serving "
           "followers); a follower further behind gets a new snapshot.");
@@ -151,6 +154,9 @@ int Run() {
   if (absl::GetFlag(FLAGS_write_buffer_mb) < 1) {
     return UsageError("--write_buffer_mb must be >= 1");
   }
+  if (absl::GetFlag(FLAGS_block_cache_mb) < 1) {
+    return UsageError("--block_cache_mb must be >= 1");
+  }
   if (absl::GetFlag(FLAGS_flush_interval_ms) < 1) {
     return UsageError("--flush_interval_ms must be >= 1");
   }
@@ -173,6 +179,8 @@ int Run() {
   store_options.durability = *durability;
   store_options.flush_interval =
       absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
+  store_options.block_cache_bytes =
+      static_cast<size_t>(absl::GetFlag(FLAGS_block_cache_mb)) << 20;
   store_options.write_buffer_bytes =
       static_cast<size_t>(absl::GetFlag(FLAGS_write_buffer_mb)) << 20;
   store_options.eviction_interval =

@@ -172,6 +172,8 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(commit_mu_);
   // Skip-list memtables (point reads) instead of vectors (fast appends).
   bool skiplist_memtables_ ABSL_GUARDED_BY(commit_mu_) = false;
+  // One block cache for every reopen, so that its size holds.
+  std::shared_ptr<rocksdb::Cache> block_cache_ ABSL_GUARDED_BY(commit_mu_);
   std::vector<rocksdb::ColumnFamilyHandle*> handles_
       ABSL_GUARDED_BY(commit_mu_);
 
