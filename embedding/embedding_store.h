@@ -53,6 +53,10 @@ struct EmbeddingStoreOptions {
   // RocksDB's environment; tests may pass rocksdb::NewMemEnv(). Default:
   // rocksdb::Env::Default().
   rocksdb::Env* rocksdb_env = nullptr;
+  // Memory for the rows of every table of the shard: tables without a
+  // memory budget of their own share what the others leave, equally; rows
+  // past a table's share live on disk only. 0: no shard budget.
+  uint64_t memory_budget_bytes = 0;
   // RocksDB's memtable size (each column family may hold two). Default:
   // 64 MiB.
   size_t write_buffer_bytes = size_t{64} << 20;

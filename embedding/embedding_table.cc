@@ -10,7 +10,7 @@
 namespace strata {
 
 EmbeddingTable::EmbeddingTable(const EmbeddingTableConfig& config, TableId id,
-                               Clock* clock)
+                               Clock* clock, bool shard_budget)
     : config_(config),
       id_(id),
       clock_(clock),
@@ -18,8 +18,9 @@ EmbeddingTable::EmbeddingTable(const EmbeddingTableConfig& config, TableId id,
       initializer_(config.initializer, config.seed),
       optimizer_(Optimizer::Create(config.optimizer, config.dim)),
       row_width_(config.dim + optimizer_->state_dim()),
-      stripe_row_cap_(StripeRowCap()),
-      tracks_slots_(evicts_ || stripe_row_cap_ > 0),
+      budgeted_(config.memory_budget_bytes > 0 || shard_budget),
+      stripe_row_cap_(StripeRowCap(config.memory_budget_bytes)),
+      tracks_slots_(evicts_ || budgeted_),
       stripes_(new Stripe[kNumStripes]),
       admission_(CountsSightings(config.admission)
                      ? std::make_unique<embedding_internal::FeatureAdmission>(
@@ -95,19 +96,19 @@ void EmbeddingTable::Lookup(absl::Span<const FeatureId> keys, float* out,
 }
 
 float* EmbeddingTable::NewSlot(Stripe& stripe, FeatureId key) {
-  if (stripe_row_cap_ > 0 && stripe.rows.empty()) {
+  if (const uint32_t rows = cap(); rows > 0 && stripe.rows.empty()) {
     // Sized once for the budget: doubling would overshoot it.
-    stripe.rows.reserve(size_t{stripe_row_cap_} * row_width_);
-    stripe.index.reserve(IndexCapacityFor(stripe_row_cap_));
-    stripe.keys.reserve(stripe_row_cap_);
-    stripe.referenced.reserve(stripe_row_cap_);
+    stripe.rows.reserve(size_t{rows} * row_width_);
+    stripe.index.reserve(IndexCapacityFor(rows));
+    stripe.keys.reserve(rows);
+    stripe.referenced.reserve(rows);
   }
   const size_t slot = stripe.rows.size() / row_width_;
   stripe.index[key] = static_cast<uint32_t>(slot);
   stripe.rows.resize(stripe.rows.size() + row_width_);
   if (tracks_slots_) stripe.keys.push_back(key);
   if (evicts_) stripe.stamps.emplace_back();
-  if (stripe_row_cap_ > 0) stripe.referenced.push_back(kPinned);
+  if (budgeted_) stripe.referenced.push_back(kPinned);
   return stripe.rows.data() + slot * row_width_;
 }
 
@@ -126,11 +127,11 @@ float* EmbeddingTable::FindOrAdmitRow(Stripe& stripe, FeatureId key,
                                       const RowLoader& loader) {
   auto it = stripe.index.find(key);
   if (it != stripe.index.end()) {
-    if (stripe_row_cap_ > 0) stripe.referenced[it->second] = kPinned;
+    if (budgeted_) stripe.referenced[it->second] = kPinned;
     return stripe.rows.data() + size_t{it->second} * row_width_;
   }
-  if (stripe_row_cap_ > 0 && stripe.index.size() >= stripe_row_cap_) {
-    ShrinkTo(stripe, stripe_row_cap_ - 1);  // room for this row
+  if (const uint32_t rows = cap(); rows > 0 && stripe.index.size() >= rows) {
+    ShrinkTo(stripe, rows - 1);  // room for this row
   }
   if (loader) {
     if (float* row = LoadRow(stripe, key, loader)) return row;
@@ -170,7 +171,7 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
       if (track_dirty) stripe.dirty.insert(keys[i]);
       if (on_updated) on_updated(keys[i], row, row + dim);
     }
-    if (stripe_row_cap_ > 0) {
+    if (budgeted_) {
       // This call's rows may leave memory again from now on.
       for (uint32_t j = starts[s]; j < starts[s + 1]; ++j) {
         auto it = stripe.index.find(keys[order[j]]);
@@ -185,13 +186,13 @@ void EmbeddingTable::PutRow(FeatureId key, const float* value,
                             const float* state) {
   Stripe& stripe = stripes_[StripeOf(key)];
   absl::MutexLock lock(&stripe.mu);
-  if (stripe_row_cap_ > 0 && !stripe.index.contains(key) &&
-      stripe.index.size() >= stripe_row_cap_) {
+  if (const uint32_t rows = cap();
+      rows > 0 && !stripe.index.contains(key) && stripe.index.size() >= rows) {
     cold_rows_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   float* row = FindOrCreateRow(stripe, key);
-  if (stripe_row_cap_ > 0) {
+  if (budgeted_) {
     stripe.referenced[(row - stripe.rows.data()) / row_width_] = kUnreferenced;
   }
   if (evicts_) {
@@ -310,14 +311,14 @@ void EmbeddingTable::DeleteRow(Stripe& stripe, FeatureId key) {
     stripe.index[moved] = slot;
     stripe.keys[slot] = moved;
     if (evicts_) stripe.stamps[slot] = stripe.stamps[last];
-    if (stripe_row_cap_ > 0) stripe.referenced[slot] = stripe.referenced[last];
+    if (budgeted_) stripe.referenced[slot] = stripe.referenced[last];
   }
   stripe.index.erase(key);
   stripe.dirty.erase(key);
   stripe.rows.resize(stripe.rows.size() - row_width_);
   stripe.keys.pop_back();
   if (evicts_) stripe.stamps.pop_back();
-  if (stripe_row_cap_ > 0) stripe.referenced.pop_back();
+  if (budgeted_) stripe.referenced.pop_back();
 }
 
 uint64_t EmbeddingTable::num_rows() const {

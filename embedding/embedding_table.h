@@ -42,9 +42,11 @@ class EmbeddingTable {
   using RowVisitor = std::function<void(FeatureId key, const float* value,
                                         const float* state)>;
 
-  // `clock` (not owned) stamps updated rows for eviction.
+  // `clock` (not owned) stamps updated rows for eviction. `shard_budget`:
+  // a table without a memory budget of its own gets a share of its shard's
+  // (SetMemoryBudget) and must keep what a budget needs.
   EmbeddingTable(const EmbeddingTableConfig& config, TableId id,
-                 Clock* clock = Clock::Real());
+                 Clock* clock = Clock::Real(), bool shard_budget = false);
   ~EmbeddingTable();
   EmbeddingTable(const EmbeddingTable&) = delete;
   EmbeddingTable& operator=(const EmbeddingTable&) = delete;
@@ -111,7 +113,11 @@ class EmbeddingTable {
   // Every row, in memory or (with a memory budget) on disk only.
   uint64_t num_rows() const;
   uint64_t rows_in_memory() const;
-  bool has_memory_budget() const { return stripe_row_cap_ > 0; }
+  bool has_memory_budget() const { return cap() > 0; }
+  // Sets the memory budget of a table made with shard_budget and without a
+  // budget of its own (others ignore it); rows past a smaller budget leave
+  // memory at the next ShrinkToBudget or push.
+  void SetMemoryBudget(uint64_t bytes);
   // Moves rows past the memory budget out of memory, for when rows not yet
   // written to disk kept a push from doing it: after a periodic flush.
   void ShrinkToBudget();
@@ -168,8 +174,11 @@ class EmbeddingTable {
   void DeleteRow(Stripe& stripe, FeatureId key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   void NoteStep(uint64_t global_step);
-  // Rows per stripe a memory budget allows; 0: no budget.
-  uint32_t StripeRowCap() const;
+  // Rows per stripe a memory budget of `bytes` allows; 0: no budget.
+  uint32_t StripeRowCap(uint64_t bytes) const;
+  uint32_t cap() const {
+    return stripe_row_cap_.load(std::memory_order_relaxed);
+  }
   // What to reserve in a stripe's index for `rows` rows.
   static size_t IndexCapacityFor(uint32_t rows);
   // Appends a slot for `key` (not in the stripe) and returns its row,
@@ -209,7 +218,10 @@ class EmbeddingTable {
   const Initializer initializer_;
   const std::unique_ptr<Optimizer> optimizer_;
   const uint32_t row_width_;  // dim + state_dim floats.
-  const uint32_t stripe_row_cap_;
+  // The table has (or may get) a memory budget.
+  const bool budgeted_;
+  // Rows per stripe in memory; 0: no budget.
+  std::atomic<uint32_t> stripe_row_cap_;
   // Slots remember their keys (eviction and the memory budget need them).
   const bool tracks_slots_;
   std::unique_ptr<Stripe[]> stripes_;

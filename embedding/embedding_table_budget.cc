@@ -23,8 +23,8 @@ size_t FlatHashCapacity(size_t n) {
 
 }  // namespace
 
-uint32_t EmbeddingTable::StripeRowCap() const {
-  if (config_.memory_budget_bytes == 0) return 0;
+uint32_t EmbeddingTable::StripeRowCap(uint64_t bytes) const {
+  if (bytes == 0) return 0;
   // What a full stripe holds, as memory_bytes() counts it: the rows, their
   // keys, reference bits and eviction stamps, and the index (a 16-byte slot
   // and a control byte per entry of its capacity).
@@ -37,7 +37,7 @@ uint32_t EmbeddingTable::StripeRowCap() const {
         (sizeof(std::pair<FeatureId, uint32_t>) + 1);
     return rows * per_row + index;
   };
-  const uint64_t budget = config_.memory_budget_bytes / kNumStripes;
+  const uint64_t budget = bytes / kNumStripes;
   uint64_t low = 1, high = budget;  // the largest count that fits
   while (low < high) {
     const uint64_t mid = low + (high - low + 1) / 2;
@@ -94,35 +94,41 @@ size_t EmbeddingTable::IndexCapacityFor(uint32_t rows) {
   return size_t{rows} * 32 / 25 + 1;
 }
 
+void EmbeddingTable::SetMemoryBudget(uint64_t bytes) {
+  if (!budgeted_ || config_.memory_budget_bytes > 0) return;
+  stripe_row_cap_.store(StripeRowCap(bytes), std::memory_order_relaxed);
+}
+
 void EmbeddingTable::ShrinkToBudget() {
-  if (stripe_row_cap_ == 0) return;
+  const uint32_t cap_rows = cap();
+  if (cap_rows == 0) return;
   for (size_t s = 0; s < kNumStripes; ++s) {
     Stripe& stripe = stripes_[s];
     absl::MutexLock lock(&stripe.mu);
-    ShrinkTo(stripe, stripe_row_cap_);
+    ShrinkTo(stripe, cap_rows);
     // The set of rows to write keeps its capacity when cleared.
     if (stripe.dirty.empty()) stripe.dirty = absl::flat_hash_set<FeatureId>();
     // Rows kept over the budget until this flush grew the containers: give
     // the memory back once they fit again.
     const size_t rows = stripe.keys.size();
-    if (rows > stripe_row_cap_ ||
-        stripe.rows.capacity() <= size_t{stripe_row_cap_} * row_width_) {
+    if (rows > cap_rows ||
+        stripe.rows.capacity() <= size_t{cap_rows} * row_width_) {
       continue;
     }
     std::vector<float> values;
-    values.reserve(size_t{stripe_row_cap_} * row_width_);
+    values.reserve(size_t{cap_rows} * row_width_);
     values.assign(stripe.rows.begin(), stripe.rows.end());
     stripe.rows.swap(values);
     std::vector<FeatureId> keys;
-    keys.reserve(stripe_row_cap_);
+    keys.reserve(cap_rows);
     keys.assign(stripe.keys.begin(), stripe.keys.end());
     stripe.keys.swap(keys);
     std::vector<uint8_t> referenced;
-    referenced.reserve(stripe_row_cap_);
+    referenced.reserve(cap_rows);
     referenced.assign(stripe.referenced.begin(), stripe.referenced.end());
     stripe.referenced.swap(referenced);
     absl::flat_hash_map<FeatureId, uint32_t> index;
-    index.reserve(IndexCapacityFor(stripe_row_cap_));
+    index.reserve(IndexCapacityFor(cap_rows));
     index.insert(stripe.index.begin(), stripe.index.end());
     stripe.index.swap(index);
   }

@@ -95,7 +95,8 @@ absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
         "cannot open store in ", options_.data_dir, ": ", s.ToString()));
   }
   db_.reset(db);
-  if (!skiplist_memtables_ && AnyBudgetedTableLocked()) {
+  if (!skiplist_memtables_ &&
+      (options_.memory_budget_bytes > 0 || AnyBudgetedTableLocked())) {
     CloseDbLocked();
     skiplist_memtables_ = true;
     return OpenDbLocked();
@@ -127,8 +128,8 @@ absl::Status RocksDbEmbeddingStore::LoadLocked() {
       STRATA_ASSIGN_OR_RETURN(auto record, ParseTableRecord(value));
       const TableId id = record.first;
       next_table_id = std::max(next_table_id, id + 1);
-      tables[record.second.name] =
-          std::make_unique<EmbeddingTable>(record.second, id, options_.clock);
+      tables[record.second.name] = std::make_unique<EmbeddingTable>(
+          record.second, id, options_.clock, options_.memory_budget_bytes > 0);
     } else if (absl::ConsumePrefix(&rest, kClientPrefix)) {
       STRATA_RETURN_IF_ERROR(
           deduplicator_.LoadWindow(std::string(rest), value));
@@ -138,6 +139,7 @@ absl::Status RocksDbEmbeddingStore::LoadLocked() {
     return absl::DataLossError(
         absl::StrCat("cannot read tables: ", it->status().ToString()));
   }
+  ShareShardBudget(tables);
   STRATA_ASSIGN_OR_RETURN(uint64_t rows, LoadRowsLocked(tables));
   STRATA_LOG(INFO, "store") << "loaded " << tables.size() << " tables, " << rows
                             << " rows from " << options_.data_dir;
@@ -220,8 +222,13 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
             TableRecordValue(id, config));
   STRATA_RETURN_IF_ERROR(WriteLocked(batch, /*sync=*/true));
   ++next_table_id_;
-  tables_[config.name] =
-      std::make_unique<EmbeddingTable>(config, id, options_.clock);
+  tables_[config.name] = std::make_unique<EmbeddingTable>(
+      config, id, options_.clock, options_.memory_budget_bytes > 0);
+  if (options_.memory_budget_bytes > 0) {
+    // No push runs (the commit lock is held): rows may leave memory now.
+    ShareShardBudget(tables_);
+    for (auto& [name, table] : tables_) table->ShrinkToBudget();
+  }
   change_log_.Append([&config](ChangeRecord& record) {
     record.created_table = std::make_unique<EmbeddingTableConfig>(config);
   });

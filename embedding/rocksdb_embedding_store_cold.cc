@@ -3,6 +3,7 @@
 // RocksDB when pulled (batched with MultiGet) or pushed. See
 // embedding/internal/rocksdb_embedding_store.h.
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -78,6 +79,21 @@ EmbeddingTable::RowLoader RocksDbEmbeddingStore::ColdRowLoaderLocked(
     }
     return true;
   };
+}
+
+void RocksDbEmbeddingStore::ShareShardBudget(TableMap& tables) {
+  const uint64_t shard = options_.memory_budget_bytes;
+  if (shard == 0) return;
+  uint64_t own = 0, sharing = 0;
+  for (const auto& [name, table] : tables) {
+    const uint64_t budget = table->config().memory_budget_bytes;
+    own += budget;
+    sharing += budget == 0 ? 1 : 0;
+  }
+  if (sharing == 0) return;
+  const uint64_t share = std::max<uint64_t>(
+      kMinMemoryBudgetBytes, shard > own ? (shard - own) / sharing : 0);
+  for (auto& [name, table] : tables) table->SetMemoryBudget(share);
 }
 
 bool RocksDbEmbeddingStore::AnyBudgetedTableLocked() {

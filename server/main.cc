@@ -47,6 +47,10 @@ ABSL_FLAG(int64_t, eviction_interval_ms, 10000,
 ABSL_FLAG(int64_t, write_buffer_mb, 64,
           "RocksDB memtable size in MiB; each column family may hold two, "
           "which counts against memory next to the tables' budgets.");
+ABSL_FLAG(int64_t, memory_budget_mb, 0,
+          "MiB of table rows this shard keeps in memory; tables without a "
+          "budget of their own share it equally, rows past a table's share "
+          "stay on disk only. 0: no shard budget.");
 ABSL_FLAG(int64_t, block_cache_mb, 32,
           "RocksDB block cache in MiB, which rows read from disk (tables with "
           "a memory budget) pass through.");
@@ -154,6 +158,9 @@ int Run() {
   if (absl::GetFlag(FLAGS_write_buffer_mb) < 1) {
     return UsageError("--write_buffer_mb must be >= 1");
   }
+  if (absl::GetFlag(FLAGS_memory_budget_mb) < 0) {
+    return UsageError("--memory_budget_mb must be >= 0");
+  }
   if (absl::GetFlag(FLAGS_block_cache_mb) < 1) {
     return UsageError("--block_cache_mb must be >= 1");
   }
@@ -179,6 +186,8 @@ int Run() {
   store_options.durability = *durability;
   store_options.flush_interval =
       absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
+  store_options.memory_budget_bytes =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_memory_budget_mb)) << 20;
   store_options.block_cache_bytes =
       static_cast<size_t>(absl::GetFlag(FLAGS_block_cache_mb)) << 20;
   store_options.write_buffer_bytes =

@@ -138,6 +138,10 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::Status SnapshotTableLocked(const EmbeddingTable& table,
                                    ValueSnapshot& snapshot)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Gives each table without a memory budget of its own an equal share of
+  // the shard's budget (what the tables with their own leave, at least the
+  // minimum budget).
+  void ShareShardBudget(TableMap& tables);
   // Whether a table record in the open database has a memory budget.
   bool AnyBudgetedTableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   void FlushLoop();

@@ -54,9 +54,10 @@ class ColdTierTest : public ::testing::TestWithParam<Durability> {
     std::filesystem::remove_all(temp_dir_, error);
   }
 
-  absl::Status Open() {
+  absl::Status Open(uint64_t shard_budget = 0) {
     store_.reset();
     EmbeddingStoreOptions options;
+    options.memory_budget_bytes = shard_budget;
     options.data_dir = temp_dir_ + "/data";
     options.durability = GetParam();
     options.flush_interval = absl::Hours(1);
@@ -69,18 +70,21 @@ class ColdTierTest : public ::testing::TestWithParam<Durability> {
   }
 
   // Pushes gradient `g` (the same in every dimension) to keys [begin, end).
-  void Push(FeatureId begin, FeatureId end, float g) {
+  void Push(FeatureId begin, FeatureId end, float g,
+            const std::string& table = "cold") {
     std::vector<FeatureId> keys;
     for (FeatureId key = begin; key < end; ++key) keys.push_back(key);
     // In batches, as workers push.
     for (size_t i = 0; i < keys.size(); i += 1000) {
       const size_t n = std::min<size_t>(1000, keys.size() - i);
       const std::vector<float> gradients(n * kDim, g);
-      const GradientBatch batch{"cold", absl::MakeConstSpan(keys).subspan(i, n),
+      const GradientBatch batch{table, absl::MakeConstSpan(keys).subspan(i, n),
                                 gradients};
       ASSERT_THAT(store_->ApplyGradients({batch}, PushId()), IsOk());
     }
-    for (FeatureId key = begin; key < end; ++key) expected_[key] -= g;
+    std::map<FeatureId, float>& expected =
+        table == "cold" ? expected_ : others_[table];
+    for (FeatureId key = begin; key < end; ++key) expected[key] -= g;
     if (GetParam() == Durability::kPeriodic) {
       // What a periodic flush does: rows written can leave memory.
       ASSERT_THAT(store_->Flush(), IsOk());
@@ -88,13 +92,15 @@ class ColdTierTest : public ::testing::TestWithParam<Durability> {
   }
 
   // Every key in [0, kRows + 100): pushed ones hold their sums, others 0.
-  void ExpectAllRows() {
+  void ExpectAllRows(const std::string& table = "cold") {
+    std::map<FeatureId, float>& expected =
+        table == "cold" ? expected_ : others_[table];
     std::vector<FeatureId> keys;
     for (FeatureId key = 0; key < kRows + 100; ++key) keys.push_back(key);
     std::vector<float> rows(keys.size() * kDim);
-    ASSERT_THAT(store_->Lookup("cold", keys, absl::MakeSpan(rows)), IsOk());
+    ASSERT_THAT(store_->Lookup(table, keys, absl::MakeSpan(rows)), IsOk());
     for (FeatureId key : keys) {
-      const float want = expected_.count(key) ? expected_[key] : 0.0f;
+      const float want = expected.count(key) ? expected[key] : 0.0f;
       for (uint32_t d = 0; d < kDim; ++d) {
         ASSERT_EQ(rows[key * kDim + d], want) << "key " << key << " dim " << d;
       }
@@ -106,6 +112,7 @@ class ColdTierTest : public ::testing::TestWithParam<Durability> {
   std::string temp_dir_;
   std::unique_ptr<EmbeddingStore> store_;
   std::map<FeatureId, float> expected_;
+  std::map<std::string, std::map<FeatureId, float>> others_;
 };
 
 TEST_P(ColdTierTest, RowsPastTheBudgetLiveOnDiskAndReadBackExactly) {
@@ -177,6 +184,37 @@ TEST_P(ColdTierTest, ABudgetedTableJoinsAStoreOfOtherTables) {
   EXPECT_EQ(rows, std::vector<float>(keys.size() * kDim, 4.0f));
   Push(0, kRows, 1.0f);
   ExpectAllRows();
+}
+
+TEST_P(ColdTierTest, TablesWithoutABudgetShareTheShards) {
+  ASSERT_THAT(Open(/*shard_budget=*/3 * kMinMemoryBudgetBytes), IsOk());
+  EmbeddingTableConfig config = BudgetedTable();
+  config.memory_budget_bytes = 0;
+  for (const char* name : {"a", "b"}) {
+    config.name = name;
+    ASSERT_THAT(store_->CreateTable(config), IsOk());
+    Push(0, kRows, 1.0f, name);
+  }
+  for (const TableStats& stats : store_->ListTables()) {
+    EXPECT_LE(stats.memory_bytes, 3 * kMinMemoryBudgetBytes / 2);
+    EXPECT_GT(stats.memory_bytes, kMinMemoryBudgetBytes);
+    EXPECT_EQ(stats.num_rows, kRows);
+  }
+  // A third table: every share shrinks to a third, at once.
+  config.name = "c";
+  ASSERT_THAT(store_->CreateTable(config), IsOk());
+  Push(0, kRows, 1.0f, "c");
+  for (const TableStats& stats : store_->ListTables()) {
+    EXPECT_LE(stats.memory_bytes, kMinMemoryBudgetBytes) << stats.config.name;
+    EXPECT_LT(stats.rows_in_memory, kRows);
+  }
+  for (const char* name : {"a", "b", "c"}) ExpectAllRows(name);
+  // The shares hold across a restart.
+  ASSERT_THAT(Open(3 * kMinMemoryBudgetBytes), IsOk());
+  for (const TableStats& stats : store_->ListTables()) {
+    EXPECT_LE(stats.memory_bytes, kMinMemoryBudgetBytes) << stats.config.name;
+  }
+  for (const char* name : {"a", "b", "c"}) ExpectAllRows(name);
 }
 
 TEST(ColdTierConfigTest, TooSmallABudgetIsRefusedNamingTheField) {
