@@ -81,19 +81,36 @@ uint64_t RocksDbEmbeddingStore::TotalRows() {
   return rows;
 }
 
-absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Checkpoint(
-    absl::string_view checkpoint_id, uint64_t global_step) {
-  STRATA_RETURN_IF_ERROR(RocksDbFiles::ValidateCheckpointId(checkpoint_id));
-  absl::MutexLock flush_lock(&flush_mu_);
-  absl::MutexLock lock(&commit_mu_);
+absl::StatusOr<std::string> RocksDbEmbeddingStore::StartCheckpointLocked(
+    absl::string_view checkpoint_id) {
   STRATA_RETURN_IF_ERROR(CheckOpenLocked());
   if (files_.CheckpointExists(checkpoint_id)) {
     return absl::AlreadyExistsError(
         absl::StrCat("checkpoint '", checkpoint_id, "' already exists"));
   }
+  // Buffered rows (kPeriodic) reach the database, and the tracker of
+  // changed rows, first.
   STRATA_RETURN_IF_ERROR(FlushLocked());
   const std::string staging = files_.CheckpointStagingDir(checkpoint_id);
   STRATA_RETURN_IF_ERROR(options_.file_system->DeleteRecursively(staging));
+  return staging;
+}
+
+absl::Status RocksDbEmbeddingStore::PublishCheckpointLocked(
+    const std::string& staging, const CheckpointInfo& info) {
+  STRATA_RETURN_IF_ERROR(files_.PublishCheckpoint(staging, info));
+  // The next delta builds on this checkpoint.
+  changed_rows_.Restart(info.checkpoint_id);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Checkpoint(
+    absl::string_view checkpoint_id, uint64_t global_step) {
+  STRATA_RETURN_IF_ERROR(RocksDbFiles::ValidateCheckpointId(checkpoint_id));
+  absl::MutexLock flush_lock(&flush_mu_);
+  absl::MutexLock lock(&commit_mu_);
+  STRATA_ASSIGN_OR_RETURN(const std::string staging,
+                          StartCheckpointLocked(checkpoint_id));
   rocksdb::Checkpoint* raw = nullptr;
   rocksdb::Status s = rocksdb::Checkpoint::Create(db_.get(), &raw);
   std::unique_ptr<rocksdb::Checkpoint> checkpoint(raw);
@@ -109,8 +126,7 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Checkpoint(
   info.checkpoint_id = std::string(checkpoint_id);
   info.global_step = global_step;
   info.num_rows = TotalRows();
-  STRATA_RETURN_IF_ERROR(files_.PublishCheckpoint(staging, info));
-  changed_rows_.Restart(info.checkpoint_id);
+  STRATA_RETURN_IF_ERROR(PublishCheckpointLocked(staging, info));
   STRATA_LOG(INFO, "store") << "checkpoint '" << checkpoint_id << "' at step "
                             << global_step << ", " << info.num_rows << " rows";
   return info;
@@ -122,10 +138,6 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::CheckpointIncremental(
   absl::MutexLock flush_lock(&flush_mu_);
   absl::MutexLock lock(&commit_mu_);
   STRATA_RETURN_IF_ERROR(CheckOpenLocked());
-  if (files_.CheckpointExists(checkpoint_id)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("checkpoint '", checkpoint_id, "' already exists"));
-  }
   const std::string parent = changed_rows_.base_id();
   if (parent.empty()) {
     return absl::FailedPreconditionError(
@@ -137,10 +149,8 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::CheckpointIncremental(
         "checkpoint '", parent,
         "', which an incremental checkpoint would build on, is gone"));
   }
-  // Buffered rows (kPeriodic) reach the database, and the tracker, first.
-  STRATA_RETURN_IF_ERROR(FlushLocked());
-  const std::string staging = files_.CheckpointStagingDir(checkpoint_id);
-  STRATA_RETURN_IF_ERROR(options_.file_system->DeleteRecursively(staging));
+  STRATA_ASSIGN_OR_RETURN(const std::string staging,
+                          StartCheckpointLocked(checkpoint_id));
   STRATA_RETURN_IF_ERROR(options_.file_system->CreateDirs(staging));
   const std::vector<std::string> rows = changed_rows_.SortedKeys();
   STRATA_RETURN_IF_ERROR(WriteDelta(db_.get(), handles_, rows, staging));
@@ -150,8 +160,7 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::CheckpointIncremental(
   info.num_rows = TotalRows();
   info.parent_id = parent;
   info.delta_rows = rows.size();
-  STRATA_RETURN_IF_ERROR(files_.PublishCheckpoint(staging, info));
-  changed_rows_.Restart(info.checkpoint_id);
+  STRATA_RETURN_IF_ERROR(PublishCheckpointLocked(staging, info));
   STRATA_LOG(INFO, "store")
       << "incremental checkpoint '" << checkpoint_id << "' at step "
       << global_step << " on '" << parent << "': " << info.delta_rows

@@ -119,6 +119,15 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::Status WriteLocked(rocksdb::WriteBatch& batch, bool sync)
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   uint64_t TotalRows();
+  // Checks that `checkpoint_id` is free, flushes, and returns an empty
+  // staging directory path for it.
+  absl::StatusOr<std::string> StartCheckpointLocked(
+      absl::string_view checkpoint_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Moves the checkpoint in place; the next delta builds on it.
+  absl::Status PublishCheckpointLocked(const std::string& staging,
+                                       const CheckpointInfo& info)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
 
   // The cold tier (rocksdb_embedding_store_cold.cc): tables with a memory
   // budget keep some rows on disk only.
