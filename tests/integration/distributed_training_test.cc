@@ -212,6 +212,7 @@ TEST_F(DistributedTrainingTest, BadFlagsExitWithUsageErrors) {
       {"--device=tpu", "--device=tpu: want cpu or cuda"},
       {"--sparse_optimizer=rmsprop", "unknown \"rmsprop\""},
       {"--restore", "--restore needs --checkpoint_dir"},
+      {"--full_checkpoint_every=0", "--full_checkpoint_every must be >= 1"},
       {"--metrics_port=70000", "--metrics_port=70000 is not -1 or 0..65535"},
   };
   for (const Case& c : cases) {
