@@ -96,6 +96,9 @@ void EmbeddingTable::Lookup(absl::Span<const FeatureId> keys, float* out,
 }
 
 float* EmbeddingTable::NewSlot(Stripe& stripe, FeatureId key) {
+  if (const uint32_t rows = cap(); rows > 0 && stripe.index.size() >= rows) {
+    ShrinkTo(stripe, rows - 1);  // room for this row
+  }
   if (const uint32_t rows = cap(); rows > 0 && stripe.rows.empty()) {
     // Sized once for the budget: doubling would overshoot it.
     stripe.rows.reserve(size_t{rows} * row_width_);
@@ -130,11 +133,10 @@ float* EmbeddingTable::FindOrAdmitRow(Stripe& stripe, FeatureId key,
     if (budgeted_) stripe.referenced[it->second] = kPinned;
     return stripe.rows.data() + size_t{it->second} * row_width_;
   }
-  if (const uint32_t rows = cap(); rows > 0 && stripe.index.size() >= rows) {
-    ShrinkTo(stripe, rows - 1);  // room for this row
-  }
   if (loader) {
-    if (float* row = LoadRow(stripe, key, loader)) return row;
+    bool failed = false;
+    if (float* row = LoadRow(stripe, key, loader, &failed)) return row;
+    if (failed) return nullptr;
   }
   if (admission_ != nullptr && !admission_->Admit(key)) {
     rejected_gradients_.fetch_add(1, std::memory_order_relaxed);
@@ -148,7 +150,7 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
                                     const float* gradients, bool track_dirty,
                                     const RowVisitor& on_updated,
                                     uint64_t global_step,
-                                    const RowLoader& loader) {
+                                    const RowLoader& loader, bool keep_pinned) {
   const uint32_t dim = config_.dim;
   NoteStep(global_step);
   const RowStamp stamp{global_step,
@@ -171,14 +173,35 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
       if (track_dirty) stripe.dirty.insert(keys[i]);
       if (on_updated) on_updated(keys[i], row, row + dim);
     }
-    if (budgeted_) {
-      // This call's rows may leave memory again from now on.
-      for (uint32_t j = starts[s]; j < starts[s + 1]; ++j) {
-        auto it = stripe.index.find(keys[order[j]]);
-        if (it != stripe.index.end())
-          stripe.referenced[it->second] = kReferenced;
-      }
+    if (budgeted_ && !keep_pinned) {
+      UnpinLocked(stripe, keys,
+                  absl::MakeConstSpan(order).subspan(
+                      starts[s], starts[s + 1] - starts[s]));
     }
+  }
+}
+
+void EmbeddingTable::UnpinLocked(Stripe& stripe,
+                                 absl::Span<const FeatureId> keys,
+                                 absl::Span<const uint32_t> positions) {
+  for (uint32_t i : positions) {
+    auto it = stripe.index.find(keys[i]);
+    if (it != stripe.index.end() && stripe.referenced[it->second] == kPinned) {
+      stripe.referenced[it->second] = kReferenced;
+    }
+  }
+}
+
+void EmbeddingTable::Unpin(absl::Span<const FeatureId> keys) {
+  if (!budgeted_) return;
+  std::vector<uint32_t> order, starts;
+  GroupByStripe(keys, order, starts);
+  for (size_t s = 0; s < kNumStripes; ++s) {
+    if (starts[s] == starts[s + 1]) continue;
+    absl::MutexLock lock(&stripes_[s].mu);
+    UnpinLocked(stripes_[s], keys,
+                absl::MakeConstSpan(order).subspan(starts[s],
+                                                   starts[s + 1] - starts[s]));
   }
 }
 

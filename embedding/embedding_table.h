@@ -59,10 +59,13 @@ class EmbeddingTable {
   // Loads the stored row of a key not in memory (a table with a memory
   // budget keeps the others on disk): writes dim() floats to `value` and
   // state_dim() to `state` (pre-filled with the optimizer's initial state,
-  // kept when none is stored); false when the key has no stored row. Called
-  // with the key's stripe locked.
+  // kept when none is stored). kFailed (the disk could not be read) skips
+  // the key, so that a stored row is never replaced by a new one; the
+  // loader reports the error to its caller. Called with the key's stripe
+  // locked.
+  enum class LoadResult { kFound, kAbsent, kFailed };
   using RowLoader =
-      std::function<bool(FeatureId key, float* value, float* state)>;
+      std::function<LoadResult(FeatureId key, float* value, float* state)>;
 
   // Writes keys.size() * dim() floats to `out`, row-major in key order.
   void Lookup(absl::Span<const FeatureId> keys, float* out) const;
@@ -83,10 +86,16 @@ class EmbeddingTable {
   // (its stored row, if any, comes back into memory), and rows beyond the
   // budget then leave memory, least recently pushed first, never one not
   // yet written (TakeDirtyRows) to disk.
+  // The updated rows stay pinned (in memory) until the call ends, or with
+  // `keep_pinned` until Unpin(keys): for a caller that writes them to disk
+  // after the call.
   void ApplyGradients(absl::Span<const FeatureId> keys, const float* gradients,
                       bool track_dirty, const RowVisitor& on_updated,
                       uint64_t global_step = 0,
-                      const RowLoader& loader = nullptr);
+                      const RowLoader& loader = nullptr,
+                      bool keep_pinned = false);
+  // Lets the rows of `keys` leave memory again (see ApplyGradients).
+  void Unpin(absl::Span<const FeatureId> keys);
 
   // Inserts or replaces a row (recovery and restore). For eviction it counts
   // as updated now, at no known step. With a memory budget, a new row past
@@ -186,8 +195,12 @@ class EmbeddingTable {
   float* NewSlot(Stripe& stripe, FeatureId key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   // The stored row of `key` through `loader`, brought into memory; nullptr
-  // when it has none.
-  float* LoadRow(Stripe& stripe, FeatureId key, const RowLoader& loader)
+  // when it has none, or (`*failed`) when it could not be read.
+  float* LoadRow(Stripe& stripe, FeatureId key, const RowLoader& loader,
+                 bool* failed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
+  // Unpins the rows of `keys` at `positions` in one stripe.
+  void UnpinLocked(Stripe& stripe, absl::Span<const FeatureId> keys,
+                   absl::Span<const uint32_t> positions)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   // Moves rows out of memory until the stripe holds at most `rows`, passing
   // over pinned rows and rows not yet written to disk.

@@ -51,10 +51,12 @@ uint32_t EmbeddingTable::StripeRowCap(uint64_t bytes) const {
 }
 
 float* EmbeddingTable::LoadRow(Stripe& stripe, FeatureId key,
-                               const RowLoader& loader) {
+                               const RowLoader& loader, bool* failed) {
   std::vector<float> row(row_width_);
   optimizer_->InitState(row.data() + config_.dim);
-  if (!loader(key, row.data(), row.data() + config_.dim)) return nullptr;
+  const LoadResult loaded = loader(key, row.data(), row.data() + config_.dim);
+  *failed = loaded == LoadResult::kFailed;
+  if (loaded != LoadResult::kFound) return nullptr;
   float* slot = NewSlot(stripe, key);
   std::memcpy(slot, row.data(), row.size() * sizeof(float));
   cold_rows_.fetch_sub(1, std::memory_order_relaxed);

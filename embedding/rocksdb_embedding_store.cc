@@ -205,6 +205,16 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
     const EmbeddingTableConfig& config) {
   STRATA_RETURN_IF_ERROR(ValidateTableConfig(config));
   if (config.memory_budget_bytes > 0) {
+    {
+      // An existing table needs no reopen (nor does a refused one).
+      absl::ReaderMutexLock lock(&tables_mu_);
+      if (EmbeddingTable* existing = FindTable(config.name)) {
+        if (SameTableConfig(existing->config(), config)) return false;
+        return absl::AlreadyExistsError(absl::StrCat(
+            "table '", config.name, "' already exists with another config: ",
+            SerializeTableConfig(existing->config())));
+      }
+    }
     STRATA_RETURN_IF_ERROR(EnablePointReads());
   }
   absl::MutexLock commit_lock(&commit_mu_);
@@ -348,6 +358,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
   // Tables are never dropped while commit_mu_ is held, so the pointers stay
   // valid without tables_mu_.
   absl::Status written = absl::OkStatus();
+  // A stored row that could not be read: its key was skipped.
+  absl::Status load_error = absl::OkStatus();
   if (periodic) {
     // Pushes apply concurrently (stripe locks only); the record of each is
     // filled afterwards by reading its rows again under the log's lock, so
@@ -358,7 +370,10 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
     for (size_t b = 0; b < batches.size(); ++b) {
       std::vector<FeatureId>& keys = updated[b];
       EmbeddingTable::RowVisitor collect;
-      if (CountsSightings(tables[b]->config().admission)) {
+      // Admission may refuse a key, and a budgeted table skips a key whose
+      // stored row could not be read: the record holds the updated keys.
+      if (CountsSightings(tables[b]->config().admission) ||
+          tables[b]->has_memory_budget()) {
         keys.reserve(batches[b].keys.size());
         collect = [&keys](FeatureId key, const float*, const float*) {
           keys.push_back(key);
@@ -369,7 +384,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
       tables[b]->ApplyGradients(batches[b].keys, batches[b].gradients.data(),
                                 /*track_dirty=*/true, collect,
                                 batches[b].global_step,
-                                ColdRowLoaderLocked(*tables[b]));
+                                ColdRowLoaderLocked(*tables[b], &load_error));
     }
     change_log_.Append([&](ChangeRecord& change) {
       change.rows.resize(batches.size());
@@ -410,17 +425,26 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
                 write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
               }
             },
-            batches[b].global_step, ColdRowLoaderLocked(*tables[b]));
+            batches[b].global_step,
+            ColdRowLoaderLocked(*tables[b], &load_error),
+            // With a memory budget the rows stay in memory until their
+            // write is in: another batch of this push must not read them
+            // back from disk.
+            /*keep_pinned=*/tables[b]->has_memory_budget());
       }
       if (deduplicated) {
         write.Put(handles_[0], absl::StrCat(kClientPrefix, id.client_id),
                   deduplicator_.SerializeWindow(id.client_id));
       }
       written = WriteLocked(write, /*sync=*/false);
+      for (size_t b = 0; b < batches.size(); ++b) {
+        tables[b]->Unpin(batches[b].keys);
+      }
     });
   }
   unlock();
   STRATA_RETURN_IF_ERROR(written);
+  STRATA_RETURN_IF_ERROR(load_error);
   if (options_.durability == Durability::kSync) {
     // After releasing the exclusive lock, so that concurrent pushes share one
     // fsync: it makes every write before it durable, ours included. The

@@ -51,33 +51,44 @@ absl::Status RocksDbEmbeddingStore::ReadColdRowsLocked(
 }
 
 EmbeddingTable::RowLoader RocksDbEmbeddingStore::ColdRowLoaderLocked(
-    const EmbeddingTable& table) {
+    const EmbeddingTable& table, absl::Status* error) {
+  using LoadResult = EmbeddingTable::LoadResult;
   if (!table.has_memory_budget()) return nullptr;
   rocksdb::DB* db = db_.get();
   rocksdb::ColumnFamilyHandle* values = handles_[1];
   rocksdb::ColumnFamilyHandle* states = handles_[2];
   const TableId id = table.id();
   const uint32_t dim = table.dim(), state_dim = table.state_dim();
+  const std::string name = table.config().name;
   // Called under the key's stripe lock, within the push's commit lock, so
-  // that nothing moves the row between the read and the update. A read
-  // error cannot be returned from here: the row then counts as missing and
-  // the push fails when its write fails, or starts the row over.
+  // that nothing moves the row between the read and the update.
   return [=](FeatureId key, float* value, float* state) {
+    auto fail = [&](const std::string& why) {
+      if (error->ok()) {
+        *error = absl::InternalError(absl::StrCat(
+            "cannot read row ", key, " of table '", name, "' from disk (", why,
+            "); its gradient was not applied"));
+      }
+      return LoadResult::kFailed;
+    };
     const std::string row_key = RowKey(id, key);
     rocksdb::PinnableSlice stored;
-    if (!db->Get(rocksdb::ReadOptions(), values, row_key, &stored).ok() ||
-        stored.size() != dim * sizeof(float)) {
-      return false;
-    }
+    rocksdb::Status s =
+        db->Get(rocksdb::ReadOptions(), values, row_key, &stored);
+    if (s.IsNotFound()) return LoadResult::kAbsent;
+    if (!s.ok()) return fail(s.ToString());
+    if (stored.size() != dim * sizeof(float)) return fail("bad size");
     std::memcpy(value, stored.data(), stored.size());
     if (state_dim > 0) {
       stored.Reset();
-      if (db->Get(rocksdb::ReadOptions(), states, row_key, &stored).ok() &&
-          stored.size() == state_dim * sizeof(float)) {
+      s = db->Get(rocksdb::ReadOptions(), states, row_key, &stored);
+      if (s.ok() && stored.size() == state_dim * sizeof(float)) {
         std::memcpy(state, stored.data(), stored.size());
+      } else if (!s.IsNotFound()) {
+        return fail(s.ok() ? "bad optimizer state size" : s.ToString());
       }
     }
-    return true;
+    return LoadResult::kFound;
   };
 }
 

@@ -144,6 +144,12 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::CheckpointIncremental(
         "no checkpoint taken or restored since the shard started: an "
         "incremental checkpoint needs one to build on (take a full one)");
   }
+  if (changed_rows_.overflowed()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("more than ", ChangedRowTracker::kMaxTrackedRows,
+                     " rows changed since checkpoint '", parent,
+                     "': take a full checkpoint"));
+  }
   if (!files_.CheckpointExists(parent)) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint '", parent,
@@ -212,11 +218,11 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
         absl::StrCat("restore of checkpoint '", checkpoint_id,
                      "' failed, previous state kept: ", opened.message()));
   }
-  // The rows changed wholesale: followers must start over from a snapshot.
+  // The rows changed wholesale: followers must start over from a snapshot,
+  // and deltas build on the restored checkpoint.
   change_log_.StartNewIncarnation();
-  STRATA_RETURN_IF_ERROR(files_.FinishSwap());
-  // The restored state is checkpoint `checkpoint_id`: deltas build on it.
   changed_rows_.Restart(info.checkpoint_id);
+  STRATA_RETURN_IF_ERROR(files_.FinishSwap());
   info.num_rows = TotalRows();
   STRATA_LOG(INFO, "store")
       << "restored checkpoint '" << checkpoint_id << "' of step "

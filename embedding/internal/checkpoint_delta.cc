@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "embedding/storage_format.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
 #include "rocksdb/options.h"
@@ -24,20 +25,33 @@ std::string DeltaFile(const std::string& dir, int family) {
   return absl::StrCat(dir, "/", kFamilyNames[family], ".sst");
 }
 
-// Collects the keys written to one column family.
+// Collects the rows written to one column family.
 class KeyCollector : public rocksdb::WriteBatch::Handler {
  public:
-  KeyCollector(uint32_t family_id, absl::flat_hash_set<std::string>& keys)
-      : family_id_(family_id), keys_(keys) {}
+  KeyCollector(uint32_t family_id,
+               absl::flat_hash_set<std::pair<uint32_t, uint64_t>>& rows,
+               bool& overflowed)
+      : family_id_(family_id), rows_(rows), overflowed_(overflowed) {}
 
   rocksdb::Status PutCF(uint32_t family_id, const rocksdb::Slice& key,
                         const rocksdb::Slice&) override {
-    if (family_id == family_id_) keys_.insert(key.ToString());
-    return rocksdb::Status::OK();
+    return DeleteCF(family_id, key);
   }
   rocksdb::Status DeleteCF(uint32_t family_id,
                            const rocksdb::Slice& key) override {
-    if (family_id == family_id_) keys_.insert(key.ToString());
+    TableId table;
+    FeatureId feature;
+    if (family_id != family_id_ || overflowed_ ||
+        !ParseRowKey(absl::string_view(key.data(), key.size()), &table,
+                     &feature)) {
+      return rocksdb::Status::OK();
+    }
+    if (rows_.size() >= ChangedRowTracker::kMaxTrackedRows) {
+      overflowed_ = true;
+      rows_.clear();
+    } else {
+      rows_.emplace(table, feature);
+    }
     return rocksdb::Status::OK();
   }
   rocksdb::Status SingleDeleteCF(uint32_t family_id,
@@ -47,7 +61,8 @@ class KeyCollector : public rocksdb::WriteBatch::Handler {
 
  private:
   const uint32_t family_id_;
-  absl::flat_hash_set<std::string>& keys_;
+  absl::flat_hash_set<std::pair<uint32_t, uint64_t>>& rows_;
+  bool& overflowed_;
 };
 
 absl::Status RocksError(absl::string_view what, const rocksdb::Status& s) {
@@ -142,7 +157,8 @@ absl::Status CopyRows(rocksdb::DB* db,
 void ChangedRowTracker::Restart(const std::string& base_id) {
   absl::MutexLock lock(&mu_);
   base_id_ = base_id;
-  keys_.clear();
+  overflowed_ = false;
+  rows_ = {};
 }
 
 void ChangedRowTracker::Stop() { Restart(""); }
@@ -156,7 +172,7 @@ void ChangedRowTracker::Record(const rocksdb::WriteBatch& batch,
                                uint32_t values_family_id) {
   absl::MutexLock lock(&mu_);
   if (base_id_.empty()) return;
-  KeyCollector collector(values_family_id, keys_);
+  KeyCollector collector(values_family_id, rows_, overflowed_);
   // The batch was just applied, so it parses; a failure only means keys go
   // unrecorded, which the next full checkpoint repairs.
   batch.Iterate(&collector).PermitUncheckedError();
@@ -164,14 +180,25 @@ void ChangedRowTracker::Record(const rocksdb::WriteBatch& batch,
 
 std::vector<std::string> ChangedRowTracker::SortedKeys() const {
   absl::MutexLock lock(&mu_);
-  std::vector<std::string> keys(keys_.begin(), keys_.end());
-  std::sort(keys.begin(), keys.end());
+  // Row keys are big-endian (table, feature): their order is this one.
+  std::vector<std::pair<uint32_t, uint64_t>> rows(rows_.begin(), rows_.end());
+  std::sort(rows.begin(), rows.end());
+  std::vector<std::string> keys;
+  keys.reserve(rows.size());
+  for (const auto& [table, feature] : rows) {
+    keys.push_back(RowKey(table, feature));
+  }
   return keys;
 }
 
 size_t ChangedRowTracker::size() const {
   absl::MutexLock lock(&mu_);
-  return keys_.size();
+  return rows_.size();
+}
+
+bool ChangedRowTracker::overflowed() const {
+  absl::MutexLock lock(&mu_);
+  return overflowed_;
 }
 
 absl::Status WriteDelta(

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
@@ -43,14 +44,22 @@ class ChangedRowTracker {
   // alongside).
   void Record(const rocksdb::WriteBatch& batch, uint32_t values_family_id);
 
-  // The recorded keys, sorted bytewise (the order of an SST file).
+  // The recorded row keys, sorted bytewise (the order of an SST file).
   std::vector<std::string> SortedKeys() const;
   size_t size() const;
+  // More rows changed than it keeps (kMaxTrackedRows): a delta would be
+  // incomplete, so the next checkpoint must be full.
+  bool overflowed() const;
+
+  // About 24 bytes each; past this many, tracking stops until Restart.
+  static constexpr size_t kMaxTrackedRows = size_t{16} << 20;
 
  private:
   mutable absl::Mutex mu_;
   std::string base_id_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_set<std::string> keys_ ABSL_GUARDED_BY(mu_);
+  bool overflowed_ ABSL_GUARDED_BY(mu_) = false;
+  // (table id, feature id) of each row key: a fixed size, unlike the keys.
+  absl::flat_hash_set<std::pair<uint32_t, uint64_t>> rows_ ABSL_GUARDED_BY(mu_);
 };
 
 // The column families of a store, in the order of its handles: "default"

@@ -137,8 +137,10 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
                                   absl::Span<const FeatureId> keys,
                                   absl::Span<const uint32_t> misses, float* out)
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
-  // Loads a row of `table` from disk, for EmbeddingTable::ApplyGradients.
-  EmbeddingTable::RowLoader ColdRowLoaderLocked(const EmbeddingTable& table)
+  // Loads a row of `table` from disk, for EmbeddingTable::ApplyGradients;
+  // a read error goes to `*error` (the first one).
+  EmbeddingTable::RowLoader ColdRowLoaderLocked(const EmbeddingTable& table,
+                                                absl::Status* error)
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   // Point reads need a sorted memtable: reopens the database with skip-list
   // memtables if it uses vectors (a table with a memory budget appeared).

@@ -186,6 +186,32 @@ TEST_P(ColdTierTest, ABudgetedTableJoinsAStoreOfOtherTables) {
   ExpectAllRows();
 }
 
+// Two batches of one table in one push: the rows the first updates stay in
+// memory until the push's write is in, so the second never reads them back
+// from disk stale, even while it brings new rows into full stripes.
+TEST_P(ColdTierTest, TwoBatchesOfATableInOnePushBothApply) {
+  ASSERT_THAT(store_->CreateTable(BudgetedTable()), IsOk());
+  Push(0, kRows, 1.0f);
+  std::vector<FeatureId> first, second;
+  for (FeatureId key = 0; key < 3000; ++key) first.push_back(key);
+  // New keys first: they make room before the second batch reaches (and
+  // pins) the first batch's keys.
+  for (FeatureId key = kRows; key < kRows + 3000; ++key) second.push_back(key);
+  second.insert(second.end(), first.begin(), first.end());
+  const std::vector<float> g1(first.size() * kDim, 0.5f);
+  const std::vector<float> g2(second.size() * kDim, 0.25f);
+  ASSERT_THAT(store_->ApplyGradients({GradientBatch{"cold", first, g1},
+                                      GradientBatch{"cold", second, g2}},
+                                     PushId()),
+              IsOk());
+  for (FeatureId key : first) expected_[key] -= 0.5f;
+  for (FeatureId key : second) expected_[key] -= 0.25f;
+  if (GetParam() == Durability::kPeriodic) {
+    ASSERT_THAT(store_->Flush(), IsOk());
+  }
+  ExpectAllRows();
+}
+
 TEST_P(ColdTierTest, TablesWithoutABudgetShareTheShards) {
   ASSERT_THAT(Open(/*shard_budget=*/3 * kMinMemoryBudgetBytes), IsOk());
   EmbeddingTableConfig config = BudgetedTable();
