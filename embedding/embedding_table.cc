@@ -241,6 +241,14 @@ void EmbeddingTable::TakeDirtyRows(const RowVisitor& visitor) {
   }
 }
 
+void EmbeddingTable::MarkDirty(absl::Span<const FeatureId> keys) {
+  for (FeatureId key : keys) {
+    Stripe& stripe = stripes_[StripeOf(key)];
+    absl::MutexLock lock(&stripe.mu);
+    if (stripe.index.contains(key)) stripe.dirty.insert(key);
+  }
+}
+
 void EmbeddingTable::ForEachRow(const RowVisitor& visitor) const {
   for (size_t s = 0; s < kNumStripes; ++s) {
     const Stripe& stripe = stripes_[s];

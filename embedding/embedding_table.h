@@ -104,6 +104,9 @@ class EmbeddingTable {
 
   // Visits and forgets the rows updated since the last call.
   void TakeDirtyRows(const RowVisitor& visitor);
+  // Remembers the rows of `keys` (those in memory) as updated again: their
+  // write failed.
+  void MarkDirty(absl::Span<const FeatureId> keys);
 
   // Visits every stored row, one stripe locked at a time.
   void ForEachRow(const RowVisitor& visitor) const;

@@ -437,7 +437,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
                   deduplicator_.SerializeWindow(id.client_id));
       }
       written = WriteLocked(write, /*sync=*/false);
-      for (size_t b = 0; b < batches.size(); ++b) {
+      // Rows whose write failed stay pinned: memory holds their only copy.
+      for (size_t b = 0; b < batches.size() && written.ok(); ++b) {
         tables[b]->Unpin(batches[b].keys);
       }
     });

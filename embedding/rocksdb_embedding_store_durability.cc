@@ -37,13 +37,20 @@ absl::Status RocksDbEmbeddingStore::Flush() {
 
 absl::Status RocksDbEmbeddingStore::FlushLocked() {
   rocksdb::WriteBatch write;
-  STRATA_RETURN_IF_ERROR(CollectDirtyLocked(write));
+  TakenRows taken;
+  STRATA_RETURN_IF_ERROR(CollectDirtyLocked(write, &taken));
   if (write.Count() == 0) return absl::OkStatus();
-  return WriteLocked(write, /*sync=*/true);
+  absl::Status written = WriteLocked(write, /*sync=*/true);
+  if (!written.ok()) {
+    // The rows are on disk only after a write that worked: until then a
+    // table with a memory budget must keep them (as rows to write).
+    for (auto& [table, keys] : taken) table->MarkDirty(keys);
+  }
+  return written;
 }
 
 absl::Status RocksDbEmbeddingStore::CollectDirtyLocked(
-    rocksdb::WriteBatch& write) {
+    rocksdb::WriteBatch& write, TakenRows* taken) {
   if (!db_ || options_.durability != Durability::kPeriodic) {
     return absl::OkStatus();
   }
@@ -51,8 +58,14 @@ absl::Status RocksDbEmbeddingStore::CollectDirtyLocked(
   for (auto& [name, table] : tables_) {
     const TableId id = table->id();
     const uint32_t dim = table->dim(), state_dim = table->state_dim();
+    std::vector<FeatureId>* keys = nullptr;
+    if (taken != nullptr && table->has_memory_budget()) {
+      taken->emplace_back(table.get(), std::vector<FeatureId>());
+      keys = &taken->back().second;
+    }
     table->TakeDirtyRows(
         [&](FeatureId key, const float* value, const float* state) {
+          if (keys != nullptr) keys->push_back(key);
           const std::string row_key = RowKey(id, key);
           write.Put(handles_[1], row_key, FloatSlice(value, dim));
           if (state_dim > 0) {

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -114,7 +115,12 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   }
   // Writes the rows updated since the last flush (kPeriodic).
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  absl::Status CollectDirtyLocked(rocksdb::WriteBatch& write)
+  // The rows of tables with a memory budget that a cut took, for
+  // MarkDirty when their write fails.
+  using TakenRows =
+      std::vector<std::pair<EmbeddingTable*, std::vector<FeatureId>>>;
+  absl::Status CollectDirtyLocked(rocksdb::WriteBatch& write,
+                                  TakenRows* taken = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   absl::Status WriteLocked(rocksdb::WriteBatch& batch, bool sync)
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
