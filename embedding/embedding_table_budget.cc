@@ -12,6 +12,16 @@ namespace strata {
 
 namespace {
 
+// Reallocates `v` to hold `capacity` elements (at least its size), giving
+// back what growth past it took.
+template <typename T>
+void SetCapacity(std::vector<T>& v, size_t capacity) {
+  std::vector<T> resized;
+  resized.reserve(std::max(capacity, v.size()));
+  resized.assign(v.begin(), v.end());
+  v.swap(resized);
+}
+
 // The capacity absl gives a flat_hash_map reserved for `n` elements: the
 // smallest 2^k - 1 that holds n at a load of at most 7/8.
 size_t FlatHashCapacity(size_t n) {
@@ -117,18 +127,10 @@ void EmbeddingTable::ShrinkToBudget() {
         stripe.rows.capacity() <= size_t{cap_rows} * row_width_) {
       continue;
     }
-    std::vector<float> values;
-    values.reserve(size_t{cap_rows} * row_width_);
-    values.assign(stripe.rows.begin(), stripe.rows.end());
-    stripe.rows.swap(values);
-    std::vector<FeatureId> keys;
-    keys.reserve(cap_rows);
-    keys.assign(stripe.keys.begin(), stripe.keys.end());
-    stripe.keys.swap(keys);
-    std::vector<uint8_t> referenced;
-    referenced.reserve(cap_rows);
-    referenced.assign(stripe.referenced.begin(), stripe.referenced.end());
-    stripe.referenced.swap(referenced);
+    SetCapacity(stripe.rows, size_t{cap_rows} * row_width_);
+    SetCapacity(stripe.keys, cap_rows);
+    SetCapacity(stripe.referenced, cap_rows);
+    if (evicts_) SetCapacity(stripe.stamps, cap_rows);
     absl::flat_hash_map<FeatureId, uint32_t> index;
     index.reserve(IndexCapacityFor(cap_rows));
     index.insert(stripe.index.begin(), stripe.index.end());

@@ -137,16 +137,7 @@ absl::Status RocksDbEmbeddingStore::SnapshotTableLocked(
     const EmbeddingTable& table, ValueSnapshot& snapshot) {
   const uint32_t dim = table.dim();
   auto add = [&](FeatureId key, const float* value) {
-    if (snapshot.chunks.empty() ||
-        snapshot.chunks.back().table != table.config().name ||
-        snapshot.chunks.back().keys.size() >= kSnapshotChunkRows) {
-      snapshot.chunks.emplace_back();
-      snapshot.chunks.back().table = table.config().name;
-      snapshot.chunks.back().dim = dim;
-    }
-    ChangedRows& chunk = snapshot.chunks.back();
-    chunk.keys.push_back(key);
-    chunk.values.insert(chunk.values.end(), value, value + dim);
+    AppendSnapshotRow(table, key, value, snapshot);
   };
   // Rows in memory are the newest (some not yet on disk); the others are
   // read from disk.

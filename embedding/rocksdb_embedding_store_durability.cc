@@ -243,6 +243,20 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
   return info;
 }
 
+void AppendSnapshotRow(const EmbeddingTable& table, FeatureId key,
+                       const float* value, ValueSnapshot& snapshot) {
+  const std::string& name = table.config().name;
+  if (snapshot.chunks.empty() || snapshot.chunks.back().table != name ||
+      snapshot.chunks.back().keys.size() >= kSnapshotChunkRows) {
+    snapshot.chunks.emplace_back();
+    snapshot.chunks.back().table = name;
+    snapshot.chunks.back().dim = table.dim();
+  }
+  ChangedRows& chunk = snapshot.chunks.back();
+  chunk.keys.push_back(key);
+  chunk.values.insert(chunk.values.end(), value, value + table.dim());
+}
+
 absl::StatusOr<ValueSnapshot> RocksDbEmbeddingStore::SnapshotValues(
     absl::Span<const std::string> names) {
   // Exclusive: no push is between applying its rows and logging them.
@@ -269,18 +283,8 @@ absl::StatusOr<ValueSnapshot> RocksDbEmbeddingStore::SnapshotValues(
       STRATA_RETURN_IF_ERROR(SnapshotTableLocked(*table, snapshot));
       continue;
     }
-    const uint32_t dim = table->dim();
     table->ForEachRow([&](FeatureId key, const float* value, const float*) {
-      if (snapshot.chunks.empty() ||
-          snapshot.chunks.back().table != table->config().name ||
-          snapshot.chunks.back().keys.size() >= kSnapshotChunkRows) {
-        snapshot.chunks.emplace_back();
-        snapshot.chunks.back().table = table->config().name;
-        snapshot.chunks.back().dim = dim;
-      }
-      ChangedRows& chunk = snapshot.chunks.back();
-      chunk.keys.push_back(key);
-      chunk.values.insert(chunk.values.end(), value, value + dim);
+      AppendSnapshotRow(*table, key, value, snapshot);
     });
   }
   return snapshot;

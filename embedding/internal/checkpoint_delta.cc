@@ -161,8 +161,6 @@ void ChangedRowTracker::Restart(const std::string& base_id) {
   rows_ = {};
 }
 
-void ChangedRowTracker::Stop() { Restart(""); }
-
 std::string ChangedRowTracker::base_id() const {
   absl::MutexLock lock(&mu_);
   return base_id_;
@@ -189,11 +187,6 @@ std::vector<std::string> ChangedRowTracker::SortedKeys() const {
     keys.push_back(RowKey(table, feature));
   }
   return keys;
-}
-
-size_t ChangedRowTracker::size() const {
-  absl::MutexLock lock(&mu_);
-  return rows_.size();
 }
 
 bool ChangedRowTracker::overflowed() const {

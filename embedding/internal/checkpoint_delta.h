@@ -34,8 +34,6 @@ class ChangedRowTracker {
   // Forgets the keys seen so far and tracks from now on, with the
   // checkpoint `base_id` as the base of the next delta.
   void Restart(const std::string& base_id);
-  // Stops tracking (the store's rows changed without a checkpoint).
-  void Stop();
   // The checkpoint the next delta builds on; empty when not tracking.
   std::string base_id() const;
 
@@ -46,7 +44,6 @@ class ChangedRowTracker {
 
   // The recorded row keys, sorted bytewise (the order of an SST file).
   std::vector<std::string> SortedKeys() const;
-  size_t size() const;
   // More rows changed than it keeps (kMaxTrackedRows): a delta would be
   // incomplete, so the next checkpoint must be full.
   bool overflowed() const;

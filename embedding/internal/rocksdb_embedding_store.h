@@ -32,6 +32,11 @@ inline rocksdb::Slice FloatSlice(const float* data, size_t count) {
                         count * sizeof(float));
 }
 
+// Appends a row of `table` to `snapshot`, in chunks of one table of at most
+// kSnapshotChunkRows rows.
+void AppendSnapshotRow(const EmbeddingTable& table, FeatureId key,
+                       const float* value, ValueSnapshot& snapshot);
+
 // EmbeddingStore on RocksDB: rows in memory (EmbeddingTable), made durable
 // in three column families: "default" (tables, push windows), "values" and
 // "optimizer" (embedding/storage_format.h). The data path is in

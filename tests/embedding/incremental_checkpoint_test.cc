@@ -51,6 +51,19 @@ EmbeddingTableConfig Table(const std::string& name) {
   return config;
 }
 
+// Pushes gradient `scale` * (key % 7 + 1) to keys [begin, end) of `table`.
+absl::Status PushRange(EmbeddingStore& store, const std::string& table,
+                       FeatureId begin, FeatureId end, float scale) {
+  std::vector<FeatureId> keys;
+  std::vector<float> gradients;
+  for (FeatureId key = begin; key < end; ++key) {
+    keys.push_back(key);
+    for (int d = 0; d < 4; ++d) gradients.push_back(scale * (key % 7 + 1));
+  }
+  return store.ApplyGradients({GradientBatch{table, keys, gradients}}, PushId())
+      .status();
+}
+
 // Every row of the tables that exist, by table: what the store holds.
 using State = std::map<std::string, std::vector<float>>;
 
@@ -84,17 +97,9 @@ class IncrementalCheckpointTest : public ::testing::TestWithParam<Durability> {
     return absl::OkStatus();
   }
 
-  // Pushes gradient `scale` * (key % 7 + 1) to keys [begin, end) of `table`.
   void Push(const std::string& table, FeatureId begin, FeatureId end,
             float scale) {
-    std::vector<FeatureId> keys;
-    std::vector<float> gradients;
-    for (FeatureId key = begin; key < end; ++key) {
-      keys.push_back(key);
-      for (int d = 0; d < 4; ++d) gradients.push_back(scale * (key % 7 + 1));
-    }
-    const GradientBatch batch{table, keys, gradients};
-    ASSERT_THAT(store_->ApplyGradients({batch}, PushId()), IsOk());
+    ASSERT_THAT(PushRange(*store_, table, begin, end, scale), IsOk());
   }
 
   State Snapshot() {
@@ -258,14 +263,7 @@ void RunChild(const std::string& data_dir, Durability durability,
   EmbeddingStore& s = **store;
   ASSERT_THAT(s.CreateTable(Table("t")), IsOk());
   auto push = [&s](FeatureId begin, FeatureId end, float scale) {
-    std::vector<FeatureId> keys;
-    std::vector<float> gradients;
-    for (FeatureId key = begin; key < end; ++key) {
-      keys.push_back(key);
-      for (int d = 0; d < 4; ++d) gradients.push_back(scale * (key % 7 + 1));
-    }
-    return s.ApplyGradients({GradientBatch{"t", keys, gradients}}, PushId())
-        .status();
+    return PushRange(s, "t", begin, end, scale);
   };
   ASSERT_THAT(push(0, 1000, 0.5f), IsOk());
   ASSERT_THAT(s.Checkpoint("full", 1), IsOk());
