@@ -2,17 +2,10 @@
 shard, the serving PS's lag, and a shard that is down named with exit 1."""
 
 import json
-import socket
 import subprocess
 import threading
 
-from strata_cluster import binary
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from strata_cluster import binary, free_port
 
 
 def test_status_reports_rows_rates_and_serving_lag(stratactl, serving_address):

@@ -8,6 +8,7 @@ import os
 import pathlib
 import re
 import shlex
+import socket
 import subprocess
 
 import yaml
@@ -251,3 +252,16 @@ def help_flags(binary):
                                     text=True, timeout=30, check=False)
             _help_cache[name] = set(_HELP_FLAG.findall(result.stdout + result.stderr))
     return _help_cache[name]
+
+
+def free_ports(count, host="127.0.0.1"):
+    """`count` distinct ports nothing listens on (all bound at once, then
+    released)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for s in sockets:
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()

@@ -8,7 +8,6 @@ leaves no process behind, each having exited 0.
 
 import json
 import os
-import socket
 import subprocess
 from pathlib import Path
 
@@ -22,16 +21,6 @@ STRATA_LOCAL = REPO / "deploy" / "local" / "strata-local"
 SAMPLE = REPO / "deploy" / "local" / "cluster.yaml"
 
 
-def free_ports(count):
-    sockets = [socket.socket() for _ in range(count)]
-    for s in sockets:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in sockets]
-    for s in sockets:
-        s.close()
-    return ports
-
-
 def local(*args, timeout=180):
     """Runs strata-local with `args`; returns the CompletedProcess."""
     return subprocess.run([str(STRATA_LOCAL), *args], capture_output=True,
@@ -41,7 +30,7 @@ def local(*args, timeout=180):
 
 def sample_with_free_ports():
     cluster = yaml.safe_load(SAMPLE.read_text())
-    ports = free_ports(6)
+    ports = m.free_ports(6)
     cluster["shards"]["addresses"] = [f"127.0.0.1:{p}" for p in ports[:2]]
     cluster["shards"]["member_flags"] = [{"metrics_port": p}
                                          for p in ports[2:4]]

@@ -16,7 +16,6 @@ SIGTERM (and SIGKILL if that fails).
 import os
 import re
 import signal
-import socket
 import subprocess
 import time
 
@@ -108,12 +107,6 @@ def test_a_bad_flag_in_the_cluster_file_fails_the_check(container, bad, tmp_path
     assert str(cluster_path) in output and next(iter(bad)) in output, output
 
 
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("0.0.0.0", 0))
-        return probe.getsockname()[1]
-
-
 def test_shard_entrypoint_starts_the_shard_of_the_pod_ordinal(tmp_path):
     binary = local_binary("strata-server")
     statefulset = m.one("StatefulSet", "strata-ps")
@@ -123,7 +116,7 @@ def test_shard_entrypoint_starts_the_shard_of_the_pod_ordinal(tmp_path):
     # The ConfigMap's cluster file with local ports and directories; the
     # port file (not in the ConfigMap) tells when the shard listens.
     cluster = m.cluster_file(raw=True)
-    ports = [free_port() for _ in cluster["shards"]["addresses"]]
+    ports = m.free_ports(len(cluster["shards"]["addresses"]), host="0.0.0.0")
     cluster["shards"]["addresses"] = [
         f"{address.rpartition(':')[0]}:{port}"
         for address, port in zip(cluster["shards"]["addresses"], ports)]
