@@ -65,6 +65,9 @@ struct EmbeddingStoreOptions {
   size_t block_cache_bytes = size_t{32} << 20;
   // Recent updates kept for the change stream. Default: 256 MiB.
   size_t change_log_bytes = size_t{256} << 20;
+  // kPeriodic only: while flushes fail, pushes are refused (UNAVAILABLE)
+  // once more rows than this wait to be written. Default: 4M rows.
+  uint64_t max_unwritten_rows = uint64_t{1} << 22;
   // How often a background sweep deletes the rows that tables' eviction
   // policies select; zero or less: never (EvictNow() only). Default: 10 s.
   absl::Duration eviction_interval = absl::Seconds(10);
@@ -80,6 +83,14 @@ struct StorageStats {
   uint64_t running_compactions = 0;
   uint64_t sst_bytes = 0;          // every SST file on disk
   uint64_t block_cache_bytes = 0;  // block cache in use
+  // Writes to RocksDB that failed since the store opened (pushes, flushes,
+  // table records).
+  uint64_t failed_writes = 0;
+  // kPeriodic: rows the last failed flush kept in memory to write again; 0
+  // once a flush succeeds.
+  uint64_t unwritten_rows = 0;
+  // The last write's error; empty once a write succeeds again.
+  std::string write_error;
 };
 
 // The values (no optimizer state) of some tables at one sequence of the

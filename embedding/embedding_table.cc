@@ -99,13 +99,7 @@ float* EmbeddingTable::NewSlot(Stripe& stripe, FeatureId key) {
   if (const uint32_t rows = cap(); rows > 0 && stripe.index.size() >= rows) {
     ShrinkTo(stripe, rows - 1);  // room for this row
   }
-  if (const uint32_t rows = cap(); rows > 0 && stripe.rows.empty()) {
-    // Sized once for the budget: doubling would overshoot it.
-    stripe.rows.reserve(size_t{rows} * row_width_);
-    stripe.index.reserve(IndexCapacityFor(rows));
-    stripe.keys.reserve(rows);
-    stripe.referenced.reserve(rows);
-  }
+  if (const uint32_t rows = cap(); rows > 0) ReserveWithinBudget(stripe, rows);
   const size_t slot = stripe.rows.size() / row_width_;
   stripe.index[key] = static_cast<uint32_t>(slot);
   stripe.rows.resize(stripe.rows.size() + row_width_);
@@ -113,6 +107,20 @@ float* EmbeddingTable::NewSlot(Stripe& stripe, FeatureId key) {
   if (evicts_) stripe.stamps.emplace_back();
   if (budgeted_) stripe.referenced.push_back(kPinned);
   return stripe.rows.data() + slot * row_width_;
+}
+
+void EmbeddingTable::ReserveWithinBudget(Stripe& stripe, uint32_t rows) {
+  const size_t slots = stripe.keys.size();
+  if (slots >= rows || slots < stripe.keys.capacity()) return;
+  // Doubling, but never past the budget's row count (doubling alone would
+  // overshoot it), and never sized by the budget up front: a budget near
+  // the machine's memory must cost only what the rows use.
+  const size_t next = std::min<size_t>(rows, std::max<size_t>(2 * slots, 16));
+  stripe.rows.reserve(next * row_width_);
+  stripe.index.reserve(IndexCapacityFor(static_cast<uint32_t>(next)));
+  stripe.keys.reserve(next);
+  stripe.referenced.reserve(next);
+  if (evicts_) stripe.stamps.reserve(next);
 }
 
 float* EmbeddingTable::FindOrCreateRow(Stripe& stripe, FeatureId key) {

@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
@@ -96,6 +97,31 @@ class EmbeddingTable {
                       bool keep_pinned = false);
   // Lets the rows of `keys` leave memory again (see ApplyGradients).
   void Unpin(absl::Span<const FeatureId> keys);
+
+  // A push's new rows, computed without changing the table, for a caller
+  // that must have them on disk before anyone can read them (sync and group
+  // durability): StageGradients, write the rows, then CommitStaged. Between
+  // the two no other update of the table may run.
+  struct StagedRows {
+    // Each updated key once, grouped by stripe.
+    std::vector<FeatureId> keys;
+    // Per key, dim() value floats then state_dim() state floats.
+    std::vector<float> rows;
+    // Per key: the row is new (admitted now).
+    std::vector<uint8_t> created;
+    uint64_t global_step = 0;
+  };
+  // Computes into `staged` the rows that ApplyGradients would leave (a key
+  // that appears twice is updated twice; a key admission refuses is
+  // skipped). Nothing of the table changes except admission's count of
+  // sightings. INVALID_ARGUMENT naming the key when an updated value or
+  // state is not finite; INTERNAL when `loader` cannot read a stored row.
+  absl::Status StageGradients(absl::Span<const FeatureId> keys,
+                              const float* gradients, uint64_t global_step,
+                              const RowLoader& loader, StagedRows* staged);
+  // Puts the staged rows in memory (their write is in, so with a memory
+  // budget they may leave memory again at once).
+  void CommitStaged(const StagedRows& staged);
 
   // Inserts or replaces a row (recovery and restore). For eviction it counts
   // as updated now, at no known step. With a memory budget, a new row past
@@ -193,6 +219,10 @@ class EmbeddingTable {
   }
   // What to reserve in a stripe's index for `rows` rows.
   static size_t IndexCapacityFor(uint32_t rows);
+  // Grows the stripe's containers for one more row, up to `rows` (the
+  // budget's rows per stripe).
+  void ReserveWithinBudget(Stripe& stripe, uint32_t rows)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   // Appends a slot for `key` (not in the stripe) and returns its row,
   // uninitialized.
   float* NewSlot(Stripe& stripe, FeatureId key)

@@ -1,14 +1,17 @@
 // EmbeddingStore on RocksDB, the data path: opening and recovery, tables,
-// lookups and pushes. See embedding/internal/rocksdb_embedding_store.h.
+// lookups and writes (pushes are in rocksdb_embedding_store_push.cc). See
+// embedding/internal/rocksdb_embedding_store.h.
 
 #include "embedding/internal/rocksdb_embedding_store.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "common/system_memory.h"
 #include "embedding/storage_format.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/filter_policy.h"
@@ -17,41 +20,8 @@
 
 namespace strata {
 namespace embedding_internal {
-namespace {
 
-// Larger gradients would overflow float32 when squared by the optimizers.
-constexpr float kMaxGradientMagnitude = 1e18f;
-
-absl::Status FirstInvalidGradient(const GradientBatch& batch, uint32_t dim) {
-  if (batch.keys.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("table '", batch.table, "': empty batch of keys"));
-  }
-  if (batch.gradients.size() != batch.keys.size() * size_t{dim}) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "table '", batch.table, "': ", batch.gradients.size(),
-        " gradient values for ", batch.keys.size(), " keys of dimension ", dim,
-        " (expected ", batch.keys.size() * size_t{dim}, ")"));
-  }
-  for (size_t i = 0; i < batch.gradients.size(); ++i) {
-    if (!std::isfinite(batch.gradients[i])) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "table '", batch.table, "': gradient of key ", batch.keys[i / dim],
-          " holds a non-finite value (", batch.gradients[i], ")"));
-    }
-    if (std::fabs(batch.gradients[i]) > kMaxGradientMagnitude) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "table '", batch.table, "': gradient of key ", batch.keys[i / dim],
-          " has magnitude ", batch.gradients[i], ", over the limit of ",
-          kMaxGradientMagnitude, " (its square would overflow float32)"));
-    }
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
-absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
+absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked() {
   rocksdb::Options db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
@@ -95,6 +65,43 @@ absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
         "cannot open store in ", options_.data_dir, ": ", s.ToString()));
   }
   db_.reset(db);
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbEmbeddingStore::RecoverWritesLocked() {
+  if (!needs_recovery_.load()) return absl::OkStatus();
+  if (db_ != nullptr) {
+    rocksdb::Status resumed = db_->Resume();
+    if (resumed.ok()) {
+      needs_recovery_.store(false);
+      STRATA_LOG(INFO, "store") << "writes resumed after a failure";
+      return absl::OkStatus();
+    }
+    if (resumed.IsBusy()) {
+      // RocksDB recovers by itself (a full disk: its SstFileManager
+      // resumes once space is free).
+      return absl::UnavailableError(
+          "the store is recovering from a failed write (a full disk resumes "
+          "by itself once space is freed)");
+    }
+    // An error Resume cannot clear (a failed log write): reopen. Memory
+    // keeps its rows; the disk keeps every write that worked.
+    STRATA_LOG(WARNING, "store")
+        << "reopening the store after a failed write: " << resumed.ToString();
+    CloseDbLocked();
+  }
+  absl::Status reopened = OpenRocksDbLocked();
+  if (!reopened.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "the store cannot write since a failed write: ", reopened.message()));
+  }
+  needs_recovery_.store(false);
+  STRATA_LOG(INFO, "store") << "writes resumed after reopening the store";
+  return absl::OkStatus();
+}
+
+absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
+  STRATA_RETURN_IF_ERROR(OpenRocksDbLocked());
   if (!skiplist_memtables_ &&
       (options_.memory_budget_bytes > 0 || AnyBudgetedTableLocked())) {
     CloseDbLocked();
@@ -204,6 +211,9 @@ absl::StatusOr<uint64_t> RocksDbEmbeddingStore::LoadRowsLocked(
 absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
     const EmbeddingTableConfig& config) {
   STRATA_RETURN_IF_ERROR(ValidateTableConfig(config));
+  STRATA_RETURN_IF_ERROR(CheckFitsInMemory(
+      absl::StrCat("table '", config.name, "': memory_budget_bytes"),
+      config.memory_budget_bytes));
   if (config.memory_budget_bytes > 0) {
     {
       // An existing table needs no reopen (nor does a refused one).
@@ -218,6 +228,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
     STRATA_RETURN_IF_ERROR(EnablePointReads());
   }
   absl::MutexLock commit_lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(RecoverWritesLocked());
   STRATA_RETURN_IF_ERROR(CheckOpenLocked());
   absl::MutexLock lock(&tables_mu_);
   if (EmbeddingTable* existing = FindTable(config.name)) {
@@ -314,168 +325,48 @@ absl::Status RocksDbEmbeddingStore::Lookup(absl::string_view table,
   return ReadColdRowsLocked(*found, keys, misses, out.data());
 }
 
-absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
-    absl::Span<const GradientBatch> batches, const PushId& id) {
-  const bool periodic = options_.durability == Durability::kPeriodic;
-  if (periodic) {
-    commit_mu_.ReaderLock();
-  } else {
-    commit_mu_.Lock();
-  }
-  auto unlock = [&] {
-    if (periodic) {
-      commit_mu_.ReaderUnlock();
-    } else {
-      commit_mu_.Unlock();
-    }
-  };
-  if (absl::Status open = CheckOpenLocked(); !open.ok()) {
-    unlock();
-    return open;
-  }
-  std::vector<EmbeddingTable*> tables;
-  {
-    absl::ReaderMutexLock lock(&tables_mu_);
-    for (const GradientBatch& batch : batches) {
-      EmbeddingTable* table = FindTable(batch.table);
-      if (table == nullptr) {
-        unlock();
-        return absl::NotFoundError(
-            absl::StrCat("unknown table '", batch.table, "'"));
-      }
-      if (absl::Status s = FirstInvalidGradient(batch, table->dim()); !s.ok()) {
-        unlock();
-        return s;
-      }
-      tables.push_back(table);
-    }
-  }
-  const bool deduplicated = !id.client_id.empty() && id.sequence > 0;
-  if (deduplicated && !deduplicator_.Claim(id.client_id, id.sequence)) {
-    unlock();
-    return true;
-  }
-  // Tables are never dropped while commit_mu_ is held, so the pointers stay
-  // valid without tables_mu_.
-  absl::Status written = absl::OkStatus();
-  // A stored row that could not be read: its key was skipped.
-  absl::Status load_error = absl::OkStatus();
-  if (periodic) {
-    // Pushes apply concurrently (stripe locks only); the record of each is
-    // filled afterwards by reading its rows again under the log's lock, so
-    // that of two pushes changing a row, the later record carries the later
-    // value. Only the keys updated (admitted) go into the record.
-    // Without admission every key is updated, and no visitor is needed.
-    std::vector<std::vector<FeatureId>> updated(batches.size());
-    for (size_t b = 0; b < batches.size(); ++b) {
-      std::vector<FeatureId>& keys = updated[b];
-      EmbeddingTable::RowVisitor collect;
-      // Admission may refuse a key, and a budgeted table skips a key whose
-      // stored row could not be read: the record holds the updated keys.
-      if (CountsSightings(tables[b]->config().admission) ||
-          tables[b]->has_memory_budget()) {
-        keys.reserve(batches[b].keys.size());
-        collect = [&keys](FeatureId key, const float*, const float*) {
-          keys.push_back(key);
-        };
-      } else {
-        keys.assign(batches[b].keys.begin(), batches[b].keys.end());
-      }
-      tables[b]->ApplyGradients(batches[b].keys, batches[b].gradients.data(),
-                                /*track_dirty=*/true, collect,
-                                batches[b].global_step,
-                                ColdRowLoaderLocked(*tables[b], &load_error));
-    }
-    change_log_.Append([&](ChangeRecord& change) {
-      change.rows.resize(batches.size());
-      for (size_t b = 0; b < batches.size(); ++b) {
-        ChangedRows& rows = change.rows[b];
-        rows.table = std::string(batches[b].table);
-        rows.dim = tables[b]->dim();
-        rows.keys = std::move(updated[b]);
-        rows.values.resize(rows.keys.size() * rows.dim);
-        tables[b]->Lookup(rows.keys, rows.values.data());
-      }
-    });
-  } else {
-    // Pushes are serialized by the commit lock: each is applied inside its
-    // change-log append, and a changed row's new value goes into the record
-    // and the write batch while it is still in cache.
-    change_log_.Append([&](ChangeRecord& change) {
-      rocksdb::WriteBatch write;
-      change.rows.resize(batches.size());
-      for (size_t b = 0; b < batches.size(); ++b) {
-        ChangedRows& rows = change.rows[b];
-        const TableId table_id = tables[b]->id();
-        const uint32_t dim = tables[b]->dim();
-        const uint32_t state_dim = tables[b]->state_dim();
-        rows.table = std::string(batches[b].table);
-        rows.dim = dim;
-        rows.keys.reserve(batches[b].keys.size());
-        rows.values.reserve(batches[b].keys.size() * dim);
-        tables[b]->ApplyGradients(
-            batches[b].keys, batches[b].gradients.data(),
-            /*track_dirty=*/false,
-            [&](FeatureId key, const float* value, const float* state) {
-              rows.keys.push_back(key);
-              rows.values.insert(rows.values.end(), value, value + dim);
-              const std::string row_key = RowKey(table_id, key);
-              write.Put(handles_[1], row_key, FloatSlice(value, dim));
-              if (state_dim > 0) {
-                write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
-              }
-            },
-            batches[b].global_step,
-            ColdRowLoaderLocked(*tables[b], &load_error),
-            // With a memory budget the rows stay in memory until their
-            // write is in: another batch of this push must not read them
-            // back from disk.
-            /*keep_pinned=*/tables[b]->has_memory_budget());
-      }
-      if (deduplicated) {
-        write.Put(handles_[0], absl::StrCat(kClientPrefix, id.client_id),
-                  deduplicator_.SerializeWindow(id.client_id));
-      }
-      written = WriteLocked(write, /*sync=*/false);
-      // Rows whose write failed stay pinned: memory holds their only copy.
-      for (size_t b = 0; b < batches.size() && written.ok(); ++b) {
-        tables[b]->Unpin(batches[b].keys);
-      }
-    });
-  }
-  unlock();
-  STRATA_RETURN_IF_ERROR(written);
-  STRATA_RETURN_IF_ERROR(load_error);
-  if (options_.durability == Durability::kSync) {
-    // After releasing the exclusive lock, so that concurrent pushes share one
-    // fsync: it makes every write before it durable, ours included. The
-    // shared lock keeps Restore from closing the database meanwhile.
-    absl::ReaderMutexLock lock(&commit_mu_);
-    STRATA_RETURN_IF_ERROR(CheckOpenLocked());
-    rocksdb::Status s = db_->SyncWAL();
-    if (!s.ok()) {
-      return absl::InternalError(
-          absl::StrCat("fsync of the log failed: ", s.ToString()));
-    }
-  }
-  return false;
-}
-
 absl::Status RocksDbEmbeddingStore::WriteLocked(rocksdb::WriteBatch& batch,
                                                 bool sync) {
   rocksdb::WriteOptions write_options;
   write_options.sync = sync;
   rocksdb::Status s = db_->Write(write_options, &batch);
   if (!s.ok()) {
-    return absl::InternalError(
-        absl::StrCat("write to the store failed: ", s.ToString()));
+    absl::Status error =
+        s.IsNoSpace()
+            ? absl::ResourceExhaustedError(absl::StrCat(
+                  "the disk of ", options_.data_dir,
+                  " is full: writes are refused until space is freed (",
+                  s.ToString(), ")"))
+            : absl::InternalError(
+                  absl::StrCat("write to the store failed: ", s.ToString()));
+    NoteWriteError(error);
+    return error;
+  }
+  if (write_error_set_.load(std::memory_order_relaxed)) {
+    absl::MutexLock lock(&write_error_mu_);
+    last_write_error_.clear();
+    write_error_set_.store(false, std::memory_order_relaxed);
   }
   changed_rows_.Record(batch, handles_[1]->GetID());
   return absl::OkStatus();
 }
 
+void RocksDbEmbeddingStore::NoteWriteError(const absl::Status& error) {
+  failed_writes_.fetch_add(1, std::memory_order_relaxed);
+  needs_recovery_.store(true);
+  absl::MutexLock lock(&write_error_mu_);
+  last_write_error_ = std::string(error.message());
+  write_error_set_.store(true, std::memory_order_relaxed);
+}
+
 StorageStats RocksDbEmbeddingStore::GetStorageStats() {
   StorageStats stats;
+  stats.failed_writes = failed_writes_.load(std::memory_order_relaxed);
+  stats.unwritten_rows = unwritten_rows_.load(std::memory_order_relaxed);
+  {
+    absl::MutexLock error_lock(&write_error_mu_);
+    stats.write_error = last_write_error_;
+  }
   absl::ReaderMutexLock lock(&commit_mu_);
   if (db_ == nullptr) return stats;
   // Properties summed over every column family (GetAggregatedIntProperty),

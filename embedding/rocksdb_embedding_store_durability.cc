@@ -13,11 +13,12 @@ namespace embedding_internal {
 
 absl::Status RocksDbEmbeddingStore::Flush() {
   absl::MutexLock flush_lock(&flush_mu_);
-  rocksdb::WriteBatch write;
+  FlushCut cut;
   {
     // The cut is taken with pushes excluded, so that no push is half in it;
     // the write itself happens after pushes resume.
     absl::MutexLock lock(&commit_mu_);
+    STRATA_RETURN_IF_ERROR(RecoverWritesLocked());
     if (skiplist_memtables_) {
       // A table with a memory budget: a row the cut took is no longer dirty
       // and could leave memory before its write is in, so pushes wait for
@@ -27,63 +28,86 @@ absl::Status RocksDbEmbeddingStore::Flush() {
       for (auto& [name, table] : tables_) table->ShrinkToBudget();
       return absl::OkStatus();
     }
-    STRATA_RETURN_IF_ERROR(CollectDirtyLocked(write));
+    CollectDirtyLocked(cut);
   }
-  if (write.Count() == 0) return absl::OkStatus();
+  // Tables are neither dropped nor replaced while flush_mu_ is held, so the
+  // cut's table pointers stay valid.
   absl::ReaderMutexLock lock(&commit_mu_);
-  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
-  return WriteLocked(write, /*sync=*/true);
+  return WriteCutLocked(cut);
 }
 
 absl::Status RocksDbEmbeddingStore::FlushLocked() {
-  rocksdb::WriteBatch write;
-  TakenRows taken;
-  STRATA_RETURN_IF_ERROR(CollectDirtyLocked(write, &taken));
-  if (write.Count() == 0) return absl::OkStatus();
-  absl::Status written = WriteLocked(write, /*sync=*/true);
-  if (!written.ok()) {
-    // The rows are on disk only after a write that worked: until then a
-    // table with a memory budget must keep them (as rows to write).
-    for (auto& [table, keys] : taken) table->MarkDirty(keys);
-  }
-  return written;
+  STRATA_RETURN_IF_ERROR(RecoverWritesLocked());
+  FlushCut cut;
+  CollectDirtyLocked(cut);
+  return WriteCutLocked(cut);
 }
 
-absl::Status RocksDbEmbeddingStore::CollectDirtyLocked(
-    rocksdb::WriteBatch& write, TakenRows* taken) {
-  if (!db_ || options_.durability != Durability::kPeriodic) {
+absl::Status RocksDbEmbeddingStore::WriteCutLocked(FlushCut& cut) {
+  if (cut.write.Count() == 0) {
+    unwritten_rows_.store(0, std::memory_order_relaxed);
     return absl::OkStatus();
   }
+  absl::Status written = CheckOpenLocked();
+  if (written.ok()) written = WriteLocked(cut.write, /*sync=*/true);
+  if (written.ok()) {
+    if (failed_flushes_in_a_row_.exchange(0) > 0) {
+      STRATA_LOG(INFO, "store")
+          << "flush works again: " << cut.num_rows << " rows written";
+    }
+    unwritten_rows_.store(0, std::memory_order_relaxed);
+    return absl::OkStatus();
+  }
+  // Memory holds the only copy of these rows: they are written again by
+  // the next flush (with whatever pushes changed since), and nothing may
+  // report them as written meanwhile.
+  for (auto& [table, keys] : cut.rows) table->MarkDirty(keys);
+  deduplicator_.MarkChanged(cut.clients);
+  unwritten_rows_.store(cut.num_rows, std::memory_order_relaxed);
+  const uint64_t failures = failed_flushes_in_a_row_.fetch_add(1) + 1;
+  if (failures == 1 || failures % 60 == 0) {
+    STRATA_LOG(ERROR, "store")
+        << "flush failed " << failures << " time(s) in a row; " << cut.num_rows
+        << " rows stay in memory and are written again: " << written;
+  }
+  return absl::Status(
+      written.code(),
+      absl::StrCat("flush of ", cut.num_rows,
+                   " rows failed (they stay in memory and are written again "
+                   "by the next flush): ",
+                   written.message()));
+}
+
+void RocksDbEmbeddingStore::CollectDirtyLocked(FlushCut& cut) {
+  if (!db_ || options_.durability != Durability::kPeriodic) return;
   absl::ReaderMutexLock lock(&tables_mu_);
   for (auto& [name, table] : tables_) {
     const TableId id = table->id();
     const uint32_t dim = table->dim(), state_dim = table->state_dim();
-    std::vector<FeatureId>* keys = nullptr;
-    if (taken != nullptr && table->has_memory_budget()) {
-      taken->emplace_back(table.get(), std::vector<FeatureId>());
-      keys = &taken->back().second;
-    }
+    cut.rows.emplace_back(table.get(), std::vector<FeatureId>());
+    std::vector<FeatureId>& keys = cut.rows.back().second;
     table->TakeDirtyRows(
         [&](FeatureId key, const float* value, const float* state) {
-          if (keys != nullptr) keys->push_back(key);
+          keys.push_back(key);
           const std::string row_key = RowKey(id, key);
-          write.Put(handles_[1], row_key, FloatSlice(value, dim));
+          cut.write.Put(handles_[1], row_key, FloatSlice(value, dim));
           if (state_dim > 0) {
-            write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
+            cut.write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
           }
         });
+    cut.num_rows += keys.size();
   }
-  for (const auto& [client, window] : deduplicator_.TakeChangedWindows()) {
-    write.Put(handles_[0], absl::StrCat(kClientPrefix, client), window);
+  for (auto& [client, window] : deduplicator_.TakeChangedWindows()) {
+    cut.write.Put(handles_[0], absl::StrCat(kClientPrefix, client), window);
+    cut.clients.push_back(std::move(client));
   }
-  return absl::OkStatus();
 }
 
 void RocksDbEmbeddingStore::FlushLoop() {
+  // A failed flush logs itself (WriteCutLocked), and is retried here.
   while (
       !stop_flusher_.WaitForNotificationWithTimeout(options_.flush_interval)) {
-    absl::Status s = Flush();
-    if (!s.ok()) STRATA_LOG(ERROR, "store") << "periodic flush failed: " << s;
+    Flush().IgnoreError();
   }
 }
 

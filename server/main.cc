@@ -18,6 +18,7 @@
 #include "common/daemon_flags.h"
 #include "common/http_server.h"
 #include "common/logging.h"
+#include "common/system_memory.h"
 #include "embedding/embedding_store.h"
 #include "grpcpp/grpcpp.h"
 #include "server/rendezvous_service.h"
@@ -39,6 +40,11 @@ ABSL_FLAG(std::string, durability, "group",
           "(never applying one twice).");
 ABSL_FLAG(int, flush_interval_ms, 1000,
           "With --durability=periodic: how often updated rows are written.");
+ABSL_FLAG(int64_t, max_unwritten_rows, int64_t{1} << 22,
+          "With --durability=periodic: while flushes fail (a full or "
+          "failing disk), the rows they could not write stay in memory and "
+          "are written again every flush interval; past this many, pushes "
+          "are refused with UNAVAILABLE until a flush works.");
 ABSL_FLAG(int64_t, max_keys_per_request, 262144,
           "Largest number of keys one Pull or Push may carry.");
 ABSL_FLAG(int64_t, eviction_interval_ms, 10000,
@@ -110,11 +116,23 @@ void AppendStorageMetrics(const StorageStats& stats, std::string* body) {
        stats.sst_bytes},
       {"strata_store_block_cache_bytes", "Bytes of the block cache in use.",
        stats.block_cache_bytes},
+      {"strata_store_unwritten_rows",
+       "Rows a failed flush left in memory to write again (periodic "
+       "durability); 0 once a flush works.",
+       stats.unwritten_rows},
+      {"strata_store_write_failing",
+       "1 while the last write to the store failed.",
+       stats.write_error.empty() ? 0u : 1u},
   };
   for (const auto& gauge : gauges) {
     absl::StrAppend(body, "# HELP ", gauge.name, " ", gauge.help, "\n# TYPE ",
                     gauge.name, " gauge\n", gauge.name, " ", gauge.value, "\n");
   }
+  absl::StrAppend(body,
+                  "# HELP strata_store_failed_writes_total Writes to the store "
+                  "that failed.\n# TYPE strata_store_failed_writes_total "
+                  "counter\nstrata_store_failed_writes_total ",
+                  stats.failed_writes, "\n");
 }
 
 constexpr int kExitOk = 0;
@@ -161,6 +179,15 @@ int Run() {
   if (absl::GetFlag(FLAGS_memory_budget_mb) < 0) {
     return UsageError("--memory_budget_mb must be >= 0");
   }
+  if (absl::Status fits = CheckFitsInMemory(
+          "--memory_budget_mb",
+          static_cast<uint64_t>(absl::GetFlag(FLAGS_memory_budget_mb)) << 20);
+      !fits.ok()) {
+    return UsageError(std::string(fits.message()));
+  }
+  if (absl::GetFlag(FLAGS_max_unwritten_rows) < 1) {
+    return UsageError("--max_unwritten_rows must be >= 1");
+  }
   if (absl::GetFlag(FLAGS_block_cache_mb) < 1) {
     return UsageError("--block_cache_mb must be >= 1");
   }
@@ -188,6 +215,8 @@ int Run() {
       absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
   store_options.memory_budget_bytes =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_memory_budget_mb)) << 20;
+  store_options.max_unwritten_rows =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_max_unwritten_rows));
   store_options.block_cache_bytes =
       static_cast<size_t>(absl::GetFlag(FLAGS_block_cache_mb)) << 20;
   store_options.write_buffer_bytes =

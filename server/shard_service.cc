@@ -306,6 +306,10 @@ grpc::ServerUnaryReactor* ShardService::Stats(
     response->set_keys_pushed(metrics_.keys_pushed());
     response->set_duplicate_pushes(metrics_.duplicate_pushes());
     response->set_failed_requests(metrics_.failed_requests());
+    const StorageStats storage = options_.store->GetStorageStats();
+    response->set_failed_writes(storage.failed_writes);
+    response->set_unwritten_rows(storage.unwritten_rows);
+    response->set_write_error(storage.write_error);
     for (const TableStats& stats : options_.store->ListTables()) {
       *response->add_tables() = TableInfoFromStats(stats);
     }

@@ -1,5 +1,6 @@
 #include "embedding/internal/push_deduplicator.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -7,17 +8,67 @@
 namespace strata {
 namespace embedding_internal {
 
-bool PushDeduplicator::Claim(const std::string& client_id, uint64_t sequence) {
-  absl::MutexLock lock(&mu_);
-  Window& window = windows_[client_id];
+bool PushDeduplicator::Insert(Window& window, uint64_t sequence) {
   if (sequence <= window.floor) return false;
   if (!window.applied.insert(sequence).second) return false;
   if (window.applied.size() > kWindow) {
     window.floor = *window.applied.begin();
     window.applied.erase(window.applied.begin());
   }
+  return true;
+}
+
+bool PushDeduplicator::Claim(const std::string& client_id, uint64_t sequence) {
+  absl::MutexLock lock(&mu_);
+  if (!Insert(windows_[client_id], sequence)) return false;
   changed_.insert(client_id);
   return true;
+}
+
+bool PushDeduplicator::Applied(const std::string& client_id,
+                               uint64_t sequence) {
+  absl::MutexLock lock(&mu_);
+  auto it = windows_.find(client_id);
+  if (it == windows_.end()) return false;
+  return sequence <= it->second.floor || it->second.applied.count(sequence) > 0;
+}
+
+std::string PushDeduplicator::SerializeWindowWith(const std::string& client_id,
+                                                  uint64_t sequence) {
+  absl::MutexLock lock(&mu_);
+  static const Window kEmpty;
+  auto it = windows_.find(client_id);
+  const Window& window = it == windows_.end() ? kEmpty : it->second;
+  if (sequence <= window.floor || window.applied.count(sequence) > 0) {
+    return Serialize(window);
+  }
+  // What Insert would make of it, without copying the window.
+  std::vector<uint64_t> applied(window.applied.begin(), window.applied.end());
+  applied.insert(std::lower_bound(applied.begin(), applied.end(), sequence),
+                 sequence);
+  uint64_t floor = window.floor;
+  if (applied.size() > kWindow) {
+    floor = applied.front();
+    applied.erase(applied.begin());
+  }
+  std::string out((1 + applied.size()) * sizeof(uint64_t), '\0');
+  std::memcpy(out.data(), &floor, sizeof(uint64_t));
+  std::memcpy(out.data() + sizeof(uint64_t), applied.data(),
+              applied.size() * sizeof(uint64_t));
+  return out;
+}
+
+void PushDeduplicator::ClaimPersisted(const std::string& client_id,
+                                      uint64_t sequence) {
+  absl::MutexLock lock(&mu_);
+  Insert(windows_[client_id], sequence);
+}
+
+void PushDeduplicator::MarkChanged(absl::Span<const std::string> client_ids) {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& client : client_ids) {
+    if (windows_.contains(client)) changed_.insert(client);
+  }
 }
 
 std::string PushDeduplicator::Serialize(const Window& window) {

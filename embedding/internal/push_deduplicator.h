@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
 
 namespace strata {
 namespace embedding_internal {
@@ -30,6 +31,20 @@ class PushDeduplicator {
   // Returns false if (client, sequence) was applied before; otherwise records
   // it as applied and returns true.
   bool Claim(const std::string& client_id, uint64_t sequence);
+  // Whether (client, sequence) was applied (Claim would return false);
+  // changes nothing.
+  bool Applied(const std::string& client_id, uint64_t sequence);
+  // The serialized window of `client_id` as it will be once `sequence` is
+  // claimed, to write next to the push's rows before anything is claimed
+  // (sync and group durability); changes nothing.
+  std::string SerializeWindowWith(const std::string& client_id,
+                                  uint64_t sequence);
+  // Claim, for a push whose window is on disk already: it is not returned
+  // by TakeChangedWindows.
+  void ClaimPersisted(const std::string& client_id, uint64_t sequence);
+  // Makes TakeChangedWindows return these clients' windows again: writing
+  // what it returned failed.
+  void MarkChanged(absl::Span<const std::string> client_ids);
 
   // Serialized windows of the clients claimed since the last call, to be
   // persisted next to the rows they changed.
@@ -48,6 +63,9 @@ class PushDeduplicator {
     std::set<uint64_t> applied;
   };
   static std::string Serialize(const Window& window);
+  // Records `sequence` in `window`; false when it was there (or below the
+  // floor).
+  static bool Insert(Window& window, uint64_t sequence);
 
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Window> windows_ ABSL_GUARDED_BY(mu_);

@@ -1,6 +1,7 @@
 #ifndef STRATA_EMBEDDING_INTERNAL_ROCKSDB_EMBEDDING_STORE_H_
 #define STRATA_EMBEDDING_INTERNAL_ROCKSDB_EMBEDDING_STORE_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <thread>
@@ -105,7 +106,15 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
       absl::Span<const std::string> tables) override;
 
  private:
+  // Opens the database and loads its tables.
   absl::Status OpenDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Opens the database only (db_, handles_).
+  absl::Status OpenRocksDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // After a failed write RocksDB refuses writes until it resumes: resumes
+  // it (or reopens the database, keeping memory as it is). UNAVAILABLE
+  // while that cannot be done yet. Called before the writes that hold
+  // commit_mu_ exclusively.
+  absl::Status RecoverWritesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   void CloseDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   using TableMap =
       absl::flat_hash_map<std::string, std::unique_ptr<EmbeddingTable>>;
@@ -116,19 +125,46 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::Status CheckOpenLocked() ABSL_SHARED_LOCKS_REQUIRED(commit_mu_) {
     if (db_ != nullptr) return absl::OkStatus();
     return absl::UnavailableError(
-        "the store is closed: it could not be reopened after a restore");
+        "the store is closed: it could not be reopened (after a restore or "
+        "a failed write)");
   }
   // Writes the rows updated since the last flush (kPeriodic).
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
-  // The rows of tables with a memory budget that a cut took, for
-  // MarkDirty when their write fails.
-  using TakenRows =
-      std::vector<std::pair<EmbeddingTable*, std::vector<FeatureId>>>;
-  absl::Status CollectDirtyLocked(rocksdb::WriteBatch& write,
-                                  TakenRows* taken = nullptr)
+  // What a flush takes from memory to write: the rows and push windows
+  // updated since the last flush, with what it needs to give them back
+  // (as still to write) when the write fails.
+  struct FlushCut {
+    rocksdb::WriteBatch write;
+    std::vector<std::pair<EmbeddingTable*, std::vector<FeatureId>>> rows;
+    std::vector<std::string> clients;
+    uint64_t num_rows = 0;
+  };
+  void CollectDirtyLocked(FlushCut& cut)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Writes `cut` (synced). When that fails, its rows and windows are marked
+  // to write again, and pushes are refused past options.max_unwritten_rows.
+  absl::Status WriteCutLocked(FlushCut& cut)
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
+  // Every write to RocksDB goes through it; a failure is counted and kept
+  // for GetStorageStats.
   absl::Status WriteLocked(rocksdb::WriteBatch& batch, bool sync)
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
+  void NoteWriteError(const absl::Status& error);
+  // The two push paths, each under one scoped lock of commit_mu_: kSync and
+  // kGroup hold it exclusively and write each push before it reaches
+  // memory; kPeriodic holds it shared and updates memory only.
+  absl::StatusOr<bool> ApplyGradientsSerially(
+      absl::Span<const GradientBatch> batches, const PushId& id);
+  absl::StatusOr<bool> ApplyGradientsConcurrently(
+      absl::Span<const GradientBatch> batches, const PushId& id);
+  // The table of each batch, after checking the batch (known table,
+  // gradient count, finite values).
+  absl::StatusOr<std::vector<EmbeddingTable*>> FindPushTablesLocked(
+      absl::Span<const GradientBatch> batches)
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
+  // UNAVAILABLE when pushes must wait for the disk: a failed flush left too
+  // many rows to write, or a failed fsync left memory ahead of the disk.
+  absl::Status CheckWritableLocked() ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   uint64_t TotalRows();
   // Checks that `checkpoint_id` is free, flushes, and returns an empty
   // staging directory path for it.
@@ -206,6 +242,22 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::Mutex tables_mu_;
   TableMap tables_ ABSL_GUARDED_BY(tables_mu_);
   TableId next_table_id_ ABSL_GUARDED_BY(tables_mu_) = 1;
+
+  // Health of writes (GetStorageStats, and refusing pushes).
+  absl::Mutex write_error_mu_;
+  std::string last_write_error_ ABSL_GUARDED_BY(write_error_mu_);
+  std::atomic<bool> write_error_set_{false};
+  std::atomic<uint64_t> failed_writes_{0};
+  // kPeriodic: rows the last failed flush kept to write again; 0 after a
+  // flush that worked.
+  std::atomic<uint64_t> unwritten_rows_{0};
+  std::atomic<uint64_t> failed_flushes_in_a_row_{0};
+  // kSync: an fsync of the log failed after a push reached memory, which
+  // is now ahead of the disk; pushes are refused until a restart reloads
+  // what the disk has.
+  std::atomic<bool> fsync_failed_{false};
+  // A write failed since RecoverWritesLocked last worked.
+  std::atomic<bool> needs_recovery_{false};
 
   PushDeduplicator deduplicator_;
   // Rows written since the last checkpoint, for incremental checkpoints.

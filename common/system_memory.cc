@@ -1,0 +1,24 @@
+#include "common/system_memory.h"
+
+#include <unistd.h>
+
+#include "absl/strings/str_cat.h"
+
+namespace strata {
+
+uint64_t PhysicalMemoryBytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return 0;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+absl::Status CheckFitsInMemory(absl::string_view what, uint64_t bytes,
+                               uint64_t machine_bytes) {
+  if (machine_bytes == 0 || bytes <= machine_bytes) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, " of ", bytes, " bytes is more than this machine's ",
+                   machine_bytes, " bytes of memory"));
+}
+
+}  // namespace strata

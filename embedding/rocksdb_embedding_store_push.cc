@@ -1,0 +1,282 @@
+// EmbeddingStore on RocksDB, pushes: checking them, applying them in
+// memory (periodic durability) or staging, writing and then committing them
+// (sync and group), with the checks that refuse pushes while the disk
+// cannot take them. See embedding/internal/rocksdb_embedding_store.h.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "embedding/internal/rocksdb_embedding_store.h"
+#include "embedding/storage_format.h"
+
+namespace strata {
+namespace embedding_internal {
+namespace {
+
+// Larger gradients would overflow float32 when squared by the optimizers.
+constexpr float kMaxGradientMagnitude = 1e18f;
+
+absl::Status FirstInvalidGradient(const GradientBatch& batch, uint32_t dim) {
+  if (batch.keys.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("table '", batch.table, "': empty batch of keys"));
+  }
+  if (batch.gradients.size() != batch.keys.size() * size_t{dim}) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "table '", batch.table, "': ", batch.gradients.size(),
+        " gradient values for ", batch.keys.size(), " keys of dimension ", dim,
+        " (expected ", batch.keys.size() * size_t{dim}, ")"));
+  }
+  for (size_t i = 0; i < batch.gradients.size(); ++i) {
+    if (!std::isfinite(batch.gradients[i])) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", batch.table, "': gradient of key ", batch.keys[i / dim],
+          " holds a non-finite value (", batch.gradients[i], ")"));
+    }
+    if (std::fabs(batch.gradients[i]) > kMaxGradientMagnitude) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table '", batch.table, "': gradient of key ", batch.keys[i / dim],
+          " has magnitude ", batch.gradients[i], ", over the limit of ",
+          kMaxGradientMagnitude, " (its square would overflow float32)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// A push whose batches name a table more than once, with those batches
+// joined (in order, at the highest of their steps): staging then sees the
+// earlier updates of a key in the same push.
+struct JoinedPush {
+  std::vector<GradientBatch> batches;
+  std::vector<EmbeddingTable*> tables;
+  std::vector<std::vector<FeatureId>> keys;
+  std::vector<std::vector<float>> gradients;
+};
+
+// False (and `joined` untouched) when every batch has its own table.
+bool JoinBatchesOfOneTable(absl::Span<const GradientBatch> batches,
+                           absl::Span<EmbeddingTable* const> tables,
+                           JoinedPush* joined) {
+  absl::flat_hash_map<EmbeddingTable*, size_t> first;
+  for (size_t b = 0; b < batches.size(); ++b) first.try_emplace(tables[b], b);
+  if (first.size() == batches.size()) return false;
+  absl::flat_hash_map<EmbeddingTable*, size_t> slot;
+  for (size_t b = 0; b < batches.size(); ++b) {
+    auto [it, added] = slot.try_emplace(tables[b], joined->tables.size());
+    if (added) {
+      joined->tables.push_back(tables[b]);
+      joined->batches.push_back(batches[b]);
+      joined->keys.emplace_back();
+      joined->gradients.emplace_back();
+    }
+    const size_t j = it->second;
+    joined->keys[j].insert(joined->keys[j].end(), batches[b].keys.begin(),
+                           batches[b].keys.end());
+    joined->gradients[j].insert(joined->gradients[j].end(),
+                                batches[b].gradients.begin(),
+                                batches[b].gradients.end());
+    joined->batches[j].global_step =
+        std::max(joined->batches[j].global_step, batches[b].global_step);
+  }
+  for (size_t j = 0; j < joined->batches.size(); ++j) {
+    joined->batches[j].keys = joined->keys[j];
+    joined->batches[j].gradients = joined->gradients[j];
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
+    absl::Span<const GradientBatch> batches, const PushId& id) {
+  if (options_.durability == Durability::kPeriodic) {
+    return ApplyGradientsConcurrently(batches, id);
+  }
+  STRATA_ASSIGN_OR_RETURN(const bool duplicate,
+                          ApplyGradientsSerially(batches, id));
+  if (duplicate || options_.durability != Durability::kSync) return duplicate;
+  // After releasing the exclusive lock, so that concurrent pushes share one
+  // fsync: it makes every write before it durable, ours included. The
+  // shared lock keeps Restore from closing the database meanwhile.
+  absl::ReaderMutexLock lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  rocksdb::Status s = db_->SyncWAL();
+  if (!s.ok()) {
+    absl::Status error = absl::InternalError(
+        absl::StrCat("fsync of the log failed: ", s.ToString()));
+    NoteWriteError(error);
+    fsync_failed_.store(true);
+    return error;
+  }
+  return false;
+}
+
+absl::StatusOr<std::vector<EmbeddingTable*>>
+RocksDbEmbeddingStore::FindPushTablesLocked(
+    absl::Span<const GradientBatch> batches) {
+  std::vector<EmbeddingTable*> tables;
+  absl::ReaderMutexLock lock(&tables_mu_);
+  for (const GradientBatch& batch : batches) {
+    EmbeddingTable* table = FindTable(batch.table);
+    if (table == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("unknown table '", batch.table, "'"));
+    }
+    STRATA_RETURN_IF_ERROR(FirstInvalidGradient(batch, table->dim()));
+    tables.push_back(table);
+  }
+  // Tables are never dropped while commit_mu_ is held, so the pointers stay
+  // valid without tables_mu_.
+  return tables;
+}
+
+absl::Status RocksDbEmbeddingStore::CheckWritableLocked() {
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  auto last_error = [this] {
+    absl::MutexLock lock(&write_error_mu_);
+    return last_write_error_;
+  };
+  if (fsync_failed_.load()) {
+    return absl::UnavailableError(absl::StrCat(
+        "pushes are refused until the shard restarts: an fsync of its log "
+        "failed (",
+        last_error(), ")"));
+  }
+  const uint64_t unwritten = unwritten_rows_.load(std::memory_order_relaxed);
+  if (unwritten > options_.max_unwritten_rows) {
+    return absl::UnavailableError(
+        absl::StrCat("pushes are refused while flushes fail: ", unwritten,
+                     " rows wait to be written, over the bound of ",
+                     options_.max_unwritten_rows, " (", last_error(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsConcurrently(
+    absl::Span<const GradientBatch> batches, const PushId& id) {
+  absl::ReaderMutexLock commit_lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckWritableLocked());
+  STRATA_ASSIGN_OR_RETURN(const std::vector<EmbeddingTable*> tables,
+                          FindPushTablesLocked(batches));
+  const bool deduplicated = !id.client_id.empty() && id.sequence > 0;
+  if (deduplicated && !deduplicator_.Claim(id.client_id, id.sequence)) {
+    return true;
+  }
+  // A stored row that could not be read: its key was skipped.
+  absl::Status load_error = absl::OkStatus();
+  // Pushes apply concurrently (stripe locks only); the record of each is
+  // filled afterwards by reading its rows again under the log's lock, so
+  // that of two pushes changing a row, the later record carries the later
+  // value. Only the keys updated (admitted) go into the record.
+  // Without admission every key is updated, and no visitor is needed.
+  std::vector<std::vector<FeatureId>> updated(batches.size());
+  for (size_t b = 0; b < batches.size(); ++b) {
+    std::vector<FeatureId>& keys = updated[b];
+    EmbeddingTable::RowVisitor collect;
+    // Admission may refuse a key, and a budgeted table skips a key whose
+    // stored row could not be read: the record holds the updated keys.
+    if (CountsSightings(tables[b]->config().admission) ||
+        tables[b]->has_memory_budget()) {
+      keys.reserve(batches[b].keys.size());
+      collect = [&keys](FeatureId key, const float*, const float*) {
+        keys.push_back(key);
+      };
+    } else {
+      keys.assign(batches[b].keys.begin(), batches[b].keys.end());
+    }
+    tables[b]->ApplyGradients(batches[b].keys, batches[b].gradients.data(),
+                              /*track_dirty=*/true, collect,
+                              batches[b].global_step,
+                              ColdRowLoaderLocked(*tables[b], &load_error));
+  }
+  change_log_.Append([&](ChangeRecord& change) {
+    change.rows.resize(batches.size());
+    for (size_t b = 0; b < batches.size(); ++b) {
+      ChangedRows& rows = change.rows[b];
+      rows.table = std::string(batches[b].table);
+      rows.dim = tables[b]->dim();
+      rows.keys = std::move(updated[b]);
+      rows.values.resize(rows.keys.size() * rows.dim);
+      tables[b]->Lookup(rows.keys, rows.values.data());
+    }
+  });
+  STRATA_RETURN_IF_ERROR(load_error);
+  return false;
+}
+
+absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsSerially(
+    absl::Span<const GradientBatch> batches, const PushId& id) {
+  // Exclusive: pushes reach the disk, memory and the log in one order, and
+  // a push's rows are staged, written and committed with nothing between.
+  absl::MutexLock commit_lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(RecoverWritesLocked());
+  STRATA_RETURN_IF_ERROR(CheckWritableLocked());
+  STRATA_ASSIGN_OR_RETURN(std::vector<EmbeddingTable*> tables,
+                          FindPushTablesLocked(batches));
+  const bool deduplicated = !id.client_id.empty() && id.sequence > 0;
+  if (deduplicated && deduplicator_.Applied(id.client_id, id.sequence)) {
+    return true;
+  }
+  JoinedPush joined;
+  if (JoinBatchesOfOneTable(batches, tables, &joined)) {
+    batches = joined.batches;
+    tables = joined.tables;
+  }
+  // The new rows are computed aside and written first: a push whose write
+  // fails reaches neither memory, nor the change stream, nor the window.
+  std::vector<EmbeddingTable::StagedRows> staged(batches.size());
+  rocksdb::WriteBatch write;
+  for (size_t b = 0; b < batches.size(); ++b) {
+    absl::Status load_error = absl::OkStatus();
+    absl::Status s = tables[b]->StageGradients(
+        batches[b].keys, batches[b].gradients.data(), batches[b].global_step,
+        ColdRowLoaderLocked(*tables[b], &load_error), &staged[b]);
+    if (!s.ok()) return load_error.ok() ? s : load_error;
+    const TableId table_id = tables[b]->id();
+    const uint32_t dim = tables[b]->dim(), state_dim = tables[b]->state_dim();
+    const float* row = staged[b].rows.data();
+    for (FeatureId key : staged[b].keys) {
+      const std::string row_key = RowKey(table_id, key);
+      write.Put(handles_[1], row_key, FloatSlice(row, dim));
+      if (state_dim > 0) {
+        write.Put(handles_[2], row_key, FloatSlice(row + dim, state_dim));
+      }
+      row += dim + state_dim;
+    }
+  }
+  if (deduplicated) {
+    write.Put(handles_[0], absl::StrCat(kClientPrefix, id.client_id),
+              deduplicator_.SerializeWindowWith(id.client_id, id.sequence));
+  }
+  STRATA_RETURN_IF_ERROR(WriteLocked(write, /*sync=*/false));
+  for (size_t b = 0; b < batches.size(); ++b) {
+    tables[b]->CommitStaged(staged[b]);
+  }
+  if (deduplicated) deduplicator_.ClaimPersisted(id.client_id, id.sequence);
+  change_log_.Append([&](ChangeRecord& change) {
+    change.rows.resize(batches.size());
+    for (size_t b = 0; b < batches.size(); ++b) {
+      ChangedRows& rows = change.rows[b];
+      const uint32_t dim = tables[b]->dim();
+      const size_t width = dim + tables[b]->state_dim();
+      rows.table = std::string(batches[b].table);
+      rows.dim = dim;
+      rows.keys = std::move(staged[b].keys);
+      rows.values.resize(rows.keys.size() * dim);
+      for (size_t k = 0; k < rows.keys.size(); ++k) {
+        std::memcpy(rows.values.data() + k * dim,
+                    staged[b].rows.data() + k * width, dim * sizeof(float));
+      }
+    }
+  });
+  return false;
+}
+
+}  // namespace embedding_internal
+}  // namespace strata
