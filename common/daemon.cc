@@ -45,7 +45,13 @@ absl::StatusOr<DaemonSecurity> LoadDaemonSecurity(
 
 void WarnIfUnprotected(const char* component, absl::string_view host,
                        const DaemonSecurity& security) {
-  if (IsLoopbackHost(host) || security.tls || !security.auth_token.empty()) {
+  if (IsLoopbackHost(host) || security.tls) return;
+  if (!security.auth_token.empty()) {
+    STRATA_LOG(WARNING, component)
+        << "listening on non-loopback host " << host
+        << " with an auth token but no TLS: the token crosses the network in "
+           "the clear, where anyone on the path can read and replay it (see "
+           "--tls_cert_file)";
     return;
   }
   STRATA_LOG(WARNING, component)
@@ -66,8 +72,8 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   builder.AddListeningPort(address, credentials, bound_port);
   // Without this, a second server could bind the same port and share it.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.SetMaxReceiveMessageSize(512 << 20);
-  builder.SetMaxSendMessageSize(512 << 20);
+  builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
+  builder.SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
   for (grpc::Service* service : services) builder.RegisterService(service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *bound_port == 0) {

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,9 +39,14 @@ absl::StatusOr<DaemonSecurity> LoadDaemonSecurity(
     const std::string& client_ca_file, const std::string& token_file);
 
 // Logs a WARNING when `host` is reachable beyond this machine while the
-// port has neither TLS nor a token.
+// port has no TLS: with no token, anyone can call it; with a token, the
+// token crosses the network in the clear.
 void WarnIfUnprotected(const char* component, absl::string_view host,
                        const DaemonSecurity& security);
+
+// The largest message a daemon sends or receives; a request whose answer
+// would be larger is refused before the answer is built.
+inline constexpr uint64_t kMaxMessageBytes = uint64_t{512} << 20;
 
 // Starts a gRPC server on host:port (port 0 picks a free one) with the
 // standard health service and `services`, refusing to share the port with

@@ -40,6 +40,10 @@ ABSL_FLAG(std::string, durability, "group",
           "(never applying one twice).");
 ABSL_FLAG(int, flush_interval_ms, 1000,
           "With --durability=periodic: how often updated rows are written.");
+ABSL_FLAG(bool, auth_reads, false,
+          "With --auth_token_file: Pull, ListTables and Stats need the token "
+          "too (without it they stay open, so rows and table configs can be "
+          "read by anyone who reaches the port). Health stays open.");
 ABSL_FLAG(int64_t, max_unwritten_rows, int64_t{1} << 22,
           "With --durability=periodic: while flushes fail (a full or "
           "failing disk), the rows they could not write stay in memory and "
@@ -203,6 +207,9 @@ int Run() {
     STRATA_LOG(ERROR, "server") << security.status().message();
     return kExitRuntimeError;
   }
+  if (absl::GetFlag(FLAGS_auth_reads) && security->auth_token.empty()) {
+    return UsageError("--auth_reads needs --auth_token_file");
+  }
   WarnIfUnprotected("server", absl::GetFlag(FLAGS_host), *security);
 
   // Block the stop signals in every thread; the main thread waits for them.
@@ -241,6 +248,7 @@ int Run() {
   service_options.max_keys_per_request =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_keys_per_request));
   service_options.auth_token = security->auth_token;
+  service_options.auth_reads = absl::GetFlag(FLAGS_auth_reads);
   ShardService service(service_options);
 
   // Every shard also serves the rendezvous of training jobs' ranks, so that
@@ -324,6 +332,7 @@ int Run() {
       << " tls=" << (security->tls ? "on" : "off") << " client_certs="
       << (absl::GetFlag(FLAGS_tls_client_ca_file).empty() ? "off" : "on")
       << " auth=" << (security->auth_token.empty() ? "off" : "on")
+      << " auth_reads=" << (service_options.auth_reads ? "on" : "off")
       << " rendezvous=on";
 
   const int signal_number = WaitForStopSignal(stop_signals);

@@ -53,8 +53,14 @@ absl::Status ShardService::Authorize(grpc::CallbackServerContext* context,
     case ShardMethod::kSubscribe:
       return CheckBearerToken(context->client_metadata(), options_.auth_token,
                               RequestMetrics::MethodName(method));
+    case ShardMethod::kPull:
+    case ShardMethod::kListTables:
+    case ShardMethod::kStats:
+      if (!options_.auth_reads) return absl::OkStatus();
+      return CheckBearerToken(context->client_metadata(), options_.auth_token,
+                              RequestMetrics::MethodName(method));
     default:
-      return absl::OkStatus();  // Reads and stats stay open.
+      return absl::OkStatus();
   }
 }
 
@@ -129,7 +135,7 @@ absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
   }
   std::vector<size_t> value_counts;
   std::vector<size_t> value_bytes;
-  uint64_t keys = 0;
+  uint64_t keys = 0, response_bytes = 0;
   for (const v1::TableBatch& batch : request.batches()) {
     STRATA_RETURN_IF_ERROR(CheckOwnership(batch));
     STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
@@ -138,6 +144,15 @@ absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
     value_bytes.push_back(value_counts.back() *
                           (fp16 ? sizeof(uint16_t) : sizeof(float)));
     keys += static_cast<uint64_t>(batch.keys_size());
+    response_bytes += value_bytes.back();
+    if (response_bytes > options_.max_response_bytes) {
+      // Refused before anything is allocated for the answer.
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "pull answer would hold over ", response_bytes,
+          " bytes of values (keys x dim x value size, at table '",
+          batch.table(), "' of dimension ", config.dim, "), over the limit of ",
+          options_.max_response_bytes, " bytes: pull fewer keys per request"));
+    }
   }
   // The rows are looked up straight into the send buffer (aligned by the
   // writer), so each value is copied once on its way to the socket.

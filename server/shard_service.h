@@ -22,9 +22,15 @@ struct ShardServiceOptions {
   // Keys in one request, over all its batches. Default: 262144.
   uint64_t max_keys_per_request = 262144;
   // When not empty, CreateTable, Push, Checkpoint, Restore and Subscribe
-  // need "authorization: Bearer <auth_token>" metadata; Pull, ListTables,
-  // Stats and health stay open. Default: empty (no check).
+  // need "authorization: Bearer <auth_token>" metadata; Pull, ListTables
+  // and Stats too with auth_reads. Health stays open. Default: empty (no
+  // check).
   std::string auth_token;
+  bool auth_reads = false;
+  // Bytes of values one Pull may answer with (keys x dim x value size),
+  // checked before anything is looked up. Default: 512 MiB less room for
+  // the keys and framing.
+  uint64_t max_response_bytes = (uint64_t{512} << 20) - (uint64_t{16} << 20);
   // Default: Clock::Real().
   Clock* clock = Clock::Real();
 };

@@ -137,6 +137,52 @@ TEST_F(SecurityTest, WithoutTheTokenWritesAreRefusedAndReadsWork) {
   EXPECT_THAT(anonymous->CheckHealth(), IsOk());
 }
 
+TEST_F(SecurityTest, WithAuthReadsReadsNeedTheTokenToo) {
+  ServerProcessOptions options;
+  options.flags = SecureFlags();
+  options.flags.push_back("--auth_reads");
+  ServerProcess server(options);
+  ASSERT_THAT(server.Start(), IsOk());
+  EXPECT_THAT(server.WaitForLog("auth_reads=on"), IsOk());
+  std::unique_ptr<PsClient> admin = Client(server, certs_->ca_file, kToken);
+  std::unique_ptr<PsClient> anonymous = Client(server, certs_->ca_file, "");
+  ASSERT_NE(admin, nullptr);
+  ASSERT_NE(anonymous, nullptr);
+  ASSERT_THAT(admin->CreateTable(Table()), IsOk());
+  const std::vector<uint64_t> keys = {7};
+  ASSERT_THAT(admin->Push("users", keys, std::vector<float>(4, 1.0f)), IsOk());
+  std::vector<float> rows(4, 9.0f);
+  EXPECT_THAT(anonymous->Pull("users", keys, absl::MakeSpan(rows)),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("Pull")));
+  EXPECT_EQ(rows, std::vector<float>(4, 9.0f));
+  EXPECT_THAT(anonymous->ListTables().status(),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(anonymous->Stats().status(),
+              StatusIs(absl::StatusCode::kUnauthenticated));
+  EXPECT_THAT(anonymous->CheckHealth(), IsOk());
+  ASSERT_THAT(admin->Pull("users", keys, absl::MakeSpan(rows)), IsOk());
+  EXPECT_EQ(rows, std::vector<float>(4, -1.0f));
+  EXPECT_THAT(admin->Stats().status(), IsOk());
+}
+
+TEST_F(SecurityTest, AuthReadsWithoutATokenIsAUsageError) {
+  ServerProcessOptions options;
+  options.flags = {"--auth_reads"};
+  ServerProcess server(options);
+  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
+  EXPECT_EQ(exit.exit_code, 2) << exit.ToString();
+  EXPECT_THAT(server.log(), HasSubstr("--auth_reads needs --auth_token_file"));
+}
+
+TEST_F(SecurityTest, TokenWithoutTlsBeyondLoopbackLogsAWarning) {
+  ServerProcessOptions options;
+  options.flags = {"--host=0.0.0.0", "--auth_token_file=" + *token_file_};
+  ServerProcess server(options);
+  ASSERT_THAT(server.Start(), IsOk());
+  EXPECT_THAT(server.WaitForLog("auth=on"), IsOk());
+  EXPECT_THAT(server.log(), ContainsRegex("WARN[^\n]*auth token but no TLS"));
+}
+
 TEST_F(SecurityTest, AWrongTokenIsPermissionDenied) {
   ServerProcessOptions options;
   options.flags = SecureFlags();

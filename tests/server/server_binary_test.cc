@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <fstream>
 #include <memory>
 #include <string>
@@ -158,6 +159,15 @@ TEST(ServerBinaryTest, ExitsWithUsageErrorWithoutDataDir) {
   EXPECT_THAT(server.log(), HasSubstr("--data_dir is required"));
 }
 
+TEST(ServerBinaryTest, ExitsWithUsageErrorForABudgetOverTheMachinesMemory) {
+  ServerProcessOptions options;
+  options.flags = {"--memory_budget_mb=1099511627776"};
+  ServerProcess server(options);
+  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
+  EXPECT_EQ(exit.exit_code, 2) << exit.ToString();
+  EXPECT_THAT(server.log(), HasSubstr("more than this machine's"));
+}
+
 TEST(ServerBinaryTest, ExitsWithUsageErrorForUnknownDurability) {
   ServerProcessOptions options;
   options.flags = {"--durability=sometimes"};
@@ -203,6 +213,35 @@ TEST(ServerBinaryTest, MaxKeysPerRequestFlagLimitsRequests) {
   EXPECT_THAT(
       client.Pull("t", {1, 2, 3, 4, 5}),
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("maximum of 4")));
+}
+
+// Peak resident memory of `pid` in MiB (VmHWM), 0 when unknown.
+uint64_t PeakResidentMiB(pid_t pid) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(status, line);) {
+    if (line.rfind("VmHWM:", 0) != 0) continue;
+    return std::strtoull(line.c_str() + 6, nullptr, 10) / 1024;
+  }
+  return 0;
+}
+
+TEST(ServerBinaryTest, PullWhoseAnswerIsTooLargeIsRefusedBeforeBuildingIt) {
+  ServerProcess server{ServerProcessOptions()};
+  ASSERT_THAT(server.Start(), IsOk());
+  Client client(server.address());
+  v1::TableConfig wide = TableConfig("wide", v1::SGD);
+  wide.set_dim(4096);
+  ASSERT_THAT(client.CreateTable(wide), IsOk());
+  // 0.6 MB of keys asking for 1 GiB of values.
+  std::vector<uint64_t> keys(65536);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  EXPECT_THAT(client.Pull("wide", keys),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr("over the limit"),
+                             HasSubstr("dimension 4096"))));
+  EXPECT_LT(PeakResidentMiB(server.pid()), 256u);
+  // A pull within the limit still works.
+  EXPECT_THAT(client.Pull("wide", {1, 2, 3}), IsOk());
 }
 
 TEST(ServerBinaryTest, ExitsNonZeroWhenMetricsPortIsInUse) {
