@@ -20,12 +20,12 @@ uint64_t RandomIncarnation() {
 
 size_t ChangeRecord::bytes() const {
   size_t total = sizeof(ChangeRecord);
-  for (const ChangedRows& rows : rows) {
-    total += rows.table.size() + rows.keys.size() * sizeof(FeatureId) +
-             rows.values.size() * sizeof(float);
+  for (const ChangedRows& changed : rows) {
+    total += changed.table.size() + changed.keys.size() * sizeof(FeatureId) +
+             changed.values.size() * sizeof(float);
   }
-  for (const DeletedRows& rows : deleted) {
-    total += rows.table.size() + rows.keys.size() * sizeof(FeatureId);
+  for (const DeletedRows& gone : deleted) {
+    total += gone.table.size() + gone.keys.size() * sizeof(FeatureId);
   }
   return total;
 }

@@ -127,6 +127,10 @@ struct GradientBatch {
   uint64_t global_step = 0;
 };
 
+// The longest client id a push may carry: its dedup window is kept (and
+// stored) under it.
+inline constexpr size_t kMaxClientIdBytes = 256;
+
 // Identifies a push for deduplication. An empty client_id disables it.
 struct PushId {
   std::string client_id;

@@ -371,9 +371,10 @@ StorageStats RocksDbEmbeddingStore::GetStorageStats() {
   if (db_ == nullptr) return stats;
   // Properties summed over every column family (GetAggregatedIntProperty),
   // except the block cache, which the families share.
-  auto sum = [this](const std::string& property, uint64_t* out) {
+  rocksdb::DB* db = db_.get();
+  auto sum = [db](const std::string& property, uint64_t* out) {
     uint64_t value = 0;
-    if (db_->GetAggregatedIntProperty(property, &value)) *out = value;
+    if (db->GetAggregatedIntProperty(property, &value)) *out = value;
   };
   sum(rocksdb::DB::Properties::kCurSizeAllMemTables, &stats.memtable_bytes);
   sum(rocksdb::DB::Properties::kNumImmutableMemTable,

@@ -80,6 +80,8 @@ absl::Status RocksDbEmbeddingStore::WriteCutLocked(FlushCut& cut) {
 
 void RocksDbEmbeddingStore::CollectDirtyLocked(FlushCut& cut) {
   if (!db_ || options_.durability != Durability::kPeriodic) return;
+  rocksdb::ColumnFamilyHandle* const values = handles_[1];
+  rocksdb::ColumnFamilyHandle* const states = handles_[2];
   absl::ReaderMutexLock lock(&tables_mu_);
   for (auto& [name, table] : tables_) {
     const TableId id = table->id();
@@ -90,9 +92,9 @@ void RocksDbEmbeddingStore::CollectDirtyLocked(FlushCut& cut) {
         [&](FeatureId key, const float* value, const float* state) {
           keys.push_back(key);
           const std::string row_key = RowKey(id, key);
-          cut.write.Put(handles_[1], row_key, FloatSlice(value, dim));
+          cut.write.Put(values, row_key, FloatSlice(value, dim));
           if (state_dim > 0) {
-            cut.write.Put(handles_[2], row_key, FloatSlice(state, state_dim));
+            cut.write.Put(states, row_key, FloatSlice(state, state_dim));
           }
         });
     cut.num_rows += keys.size();

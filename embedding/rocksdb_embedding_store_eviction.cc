@@ -60,11 +60,13 @@ absl::StatusOr<uint64_t> RocksDbEmbeddingStore::EvictStripe(
   if (table == nullptr) return 0;
   DeletedRows deleted{name, {}};
   rocksdb::WriteBatch write;
+  rocksdb::ColumnFamilyHandle* const values = handles_[1];
+  rocksdb::ColumnFamilyHandle* const states = handles_[2];
   table->EvictRows(stripe, candidates, [&](FeatureId key) {
     deleted.keys.push_back(key);
     const std::string row_key = RowKey(table->id(), key);
-    write.Delete(handles_[1], row_key);
-    write.Delete(handles_[2], row_key);
+    write.Delete(values, row_key);
+    write.Delete(states, row_key);
   });
   if (deleted.keys.empty()) return 0;
   const uint64_t count = deleted.keys.size();

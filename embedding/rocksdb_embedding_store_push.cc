@@ -95,6 +95,11 @@ bool JoinBatchesOfOneTable(absl::Span<const GradientBatch> batches,
 
 absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
     absl::Span<const GradientBatch> batches, const PushId& id) {
+  if (id.client_id.size() > kMaxClientIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("push client_id holds ", id.client_id.size(),
+                     " bytes, over the limit of ", kMaxClientIdBytes));
+  }
   if (options_.durability == Durability::kPeriodic) {
     return ApplyGradientsConcurrently(batches, id);
   }

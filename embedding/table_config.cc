@@ -134,6 +134,11 @@ absl::Status ValidateTableConfig(const EmbeddingTableConfig& config) {
     return absl::InvalidArgumentError(absl::StrCat(
         "table config: name is longer than ", kMaxTableNameLength, " bytes"));
   }
+  if (config.name == "." || config.name == "..") {
+    // They name directories wherever a table's name becomes a path.
+    return absl::InvalidArgumentError(
+        absl::StrCat("table config: name '", config.name, "' is reserved"));
+  }
   for (char c : config.name) {
     if (!IsValidNameChar(c)) {
       return absl::InvalidArgumentError(

@@ -303,14 +303,14 @@ int Run() {
       AppendStorageMetrics((*store)->GetStorageStats(), &body);
       return HttpServer::Response{200, "text/plain; version=0.0.4", body};
     });
-    absl::StatusOr<int> started = http.Start(absl::GetFlag(FLAGS_host),
-                                             absl::GetFlag(FLAGS_metrics_port));
-    if (!started.ok()) {
-      STRATA_LOG(ERROR, "server") << started.status().message();
+    absl::StatusOr<int> http_port = http.Start(
+        absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port));
+    if (!http_port.ok()) {
+      STRATA_LOG(ERROR, "server") << http_port.status().message();
       server->Shutdown();
       return kExitRuntimeError;
     }
-    metrics_port = *started;
+    metrics_port = *http_port;
   }
 
   if (!absl::GetFlag(FLAGS_port_file).empty()) {

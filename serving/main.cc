@@ -276,14 +276,14 @@ int Run() {
       return HttpServer::Response{200, "text/html; charset=utf-8",
                                   service.StatusPage(/*refresh_seconds=*/2)};
     });
-    absl::StatusOr<int> started = http.Start(absl::GetFlag(FLAGS_host),
-                                             absl::GetFlag(FLAGS_metrics_port));
-    if (!started.ok()) {
-      STRATA_LOG(ERROR, kComponent) << started.status().message();
+    absl::StatusOr<int> http_port = http.Start(
+        absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port));
+    if (!http_port.ok()) {
+      STRATA_LOG(ERROR, kComponent) << http_port.status().message();
       server->Shutdown();
       return kExitRuntimeError;
     }
-    metrics_port = *started;
+    metrics_port = *http_port;
   }
   if (!absl::GetFlag(FLAGS_port_file).empty()) {
     absl::Status written =

@@ -35,6 +35,8 @@ run_suite() {
 
 if ((plain)); then
   run_suite "$root/build"
+  echo "== clang thread-safety analysis (-Wthread-safety -Wshadow -Werror)"
+  python3 "$root/tests/thread_safety/check.py" "$root/build" -j "$(nproc)"
   echo "== Python client tests against a live cluster"
   "$root/python/run_tests.sh" "$root/build"
   echo "== container and Kubernetes manifest checks"

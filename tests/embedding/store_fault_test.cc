@@ -256,6 +256,16 @@ INSTANTIATE_TEST_SUITE_P(SyncAndGroup, SerialStoreFaultTest,
                            return std::string(DurabilityName(info.param));
                          });
 
+TEST_F(StoreFaultTest, ClientIdOverTheLimitIsRefused) {
+  ASSERT_THAT(Open(Durability::kGroup), IsOk());
+  ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());
+  EXPECT_THAT(
+      Push(Keys(1, 2), 1.0f, {std::string(kMaxClientIdBytes + 1, 'c'), 1}),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("client_id")));
+  EXPECT_THAT(Push(Keys(1, 2), 1.0f, {std::string(kMaxClientIdBytes, 'c'), 1}),
+              IsOkAndHolds(false));
+}
+
 TEST_F(StoreFaultTest, BudgetOverTheMachinesMemoryIsRejected) {
   ASSERT_THAT(Open(Durability::kGroup), IsOk());
   EmbeddingTableConfig config = SgdTable();

@@ -92,7 +92,7 @@ TEST(TableConfigTest, ValidateRejectsNamesWithBadCharacters) {
        {std::string("a b"), std::string("a/b"), std::string("../etc"),
         std::string("a=b"), std::string("tab\t"), std::string("new\nline"),
         std::string("caf\xC3\xA9"), std::string("nul\0byte", 8),
-        std::string("a:b")}) {
+        std::string("a:b"), std::string("."), std::string("..")}) {
     EmbeddingTableConfig config = ValidConfig();
     config.name = name;
     EXPECT_THAT(ValidateTableConfig(config),
