@@ -132,13 +132,13 @@ absl::Status PullResponseReader::NextBatch(size_t* value_bytes, bool* fp16) {
     if (Remaining() == 0) return absl::NotFoundError("no more batches");
     uint64_t tag, length;
     if (!ReadVarint(&tag)) return malformed;
-    if ((tag & 7) != 2 || !ReadVarint(&length) || length > Remaining()) {
-      return malformed;
-    }
-    if (tag != kBatchesTag) {  // An unknown field: skip it.
-      if (!Skip(length)) return malformed;
+    if (tag != kBatchesTag) {  // An unknown field, of any wire type: skip it.
+      if ((tag >> 3) == (kBatchesTag >> 3) || !SkipField(tag)) {
+        return malformed;
+      }
       continue;
     }
+    if (!ReadVarint(&length) || length > Remaining()) return malformed;
     batch_end_ = position_ + length;
     break;
   }
@@ -147,21 +147,45 @@ absl::Status PullResponseReader::NextBatch(size_t* value_bytes, bool* fp16) {
   // Find the values field inside the batch; skip others (table, keys).
   while (position_ < batch_end_) {
     uint64_t tag, length;
-    if (!ReadVarint(&tag)) return malformed;
-    if ((tag & 7) != 2) return malformed;
-    if (!ReadVarint(&length) || position_ + length > batch_end_) {
-      return malformed;
-    }
+    if (!ReadVarint(&tag) || position_ > batch_end_) return malformed;
     if (tag == kValuesTag || tag == kValuesFp16Tag) {
+      // The length's own bytes may run past the batch: check both.
+      if (!ReadVarint(&length) || position_ > batch_end_ ||
+          length > batch_end_ - position_) {
+        return malformed;
+      }
       *value_bytes = length;
       *fp16 = tag == kValuesFp16Tag;
       values_left_ = length;
       return absl::OkStatus();
     }
-    if (!Skip(length)) return malformed;
+    // The values in another wire type (unpacked) are not what shards
+    // write: malformed rather than skipped, so that no value is lost.
+    if ((tag >> 3) == (kValuesTag >> 3) ||
+        (tag >> 3) == (kValuesFp16Tag >> 3) || !SkipField(tag) ||
+        position_ > batch_end_) {
+      return malformed;
+    }
   }
   values_left_ = 0;
   return absl::OkStatus();
+}
+
+bool PullResponseReader::SkipField(uint64_t tag) {
+  uint64_t value;
+  switch (tag & 7) {
+    case 0:  // varint
+      return ReadVarint(&value);
+    case 1:  // 64-bit
+      return Skip(8);
+    case 2:  // length-delimited
+      return ReadVarint(&value) && value <= Remaining() &&
+             Skip(static_cast<size_t>(value));
+    case 5:  // 32-bit
+      return Skip(4);
+    default:  // groups (deprecated) and invalid types
+      return false;
+  }
 }
 
 absl::Status PullResponseReader::ReadValues(void* destination, size_t n) {

@@ -51,6 +51,8 @@ class PullResponseReader {
   bool ReadByte(uint8_t* byte);
   bool ReadVarint(uint64_t* value);
   bool Skip(size_t n);
+  // Skips the value of a field with `tag` (any wire type but groups).
+  bool SkipField(uint64_t tag);
   bool Read(void* destination, size_t n);
   size_t Remaining() const;
 

@@ -10,8 +10,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev redis-server redis-tools
   libopenblas-dev libgloo-dev libyaml-cpp-dev
-  # tests/thread_safety/check.py: clang's thread-safety analysis.
-  clang-14
+  # tests/thread_safety/check.py: clang's thread-safety analysis;
+  # tests/fuzz/run.sh: libFuzzer targets.
+  clang-14 libfuzzer-14-dev
   # deploy/local/strata-local reads cluster files with it.
   python3 python3-yaml
   # Only the tests need it: the status page is checked in headless Chromium.

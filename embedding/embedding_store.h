@@ -68,6 +68,13 @@ struct EmbeddingStoreOptions {
   // kPeriodic only: while flushes fail, pushes are refused (UNAVAILABLE)
   // once more rows than this wait to be written. Default: 4M rows.
   uint64_t max_unwritten_rows = uint64_t{1} << 22;
+  // Push windows (deduplication of retried pushes): a client's window is
+  // forgotten (in memory and on disk) once unused for push_window_ttl, and
+  // the least recently used go past max_push_windows; a retry of a push
+  // older than that is applied again. The sweep below runs it. Defaults:
+  // 1 hour, 100000 windows.
+  absl::Duration push_window_ttl = absl::Hours(1);
+  size_t max_push_windows = 100000;
   // How often a background sweep deletes the rows that tables' eviction
   // policies select; zero or less: never (EvictNow() only). Default: 10 s.
   absl::Duration eviction_interval = absl::Seconds(10);
@@ -198,6 +205,10 @@ class EmbeddingStore {
   // sweep does every options.eviction_interval); each stripe's deletions
   // are one change-log record. Returns how many rows were deleted.
   virtual absl::StatusOr<uint64_t> EvictNow() = 0;
+  // Forgets now the push windows past options.push_window_ttl and
+  // options.max_push_windows (what the background sweep does too). Returns
+  // how many.
+  virtual absl::StatusOr<uint64_t> ExpirePushWindows() = 0;
 
   // A consistent checkpoint of every table (values and optimizer state from
   // one point in time), tagged with `global_step`. ALREADY_EXISTS when the id

@@ -21,7 +21,7 @@
 namespace strata {
 namespace embedding_internal {
 
-absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked() {
+absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
   rocksdb::Options db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
@@ -57,12 +57,15 @@ absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked() {
   rocksdb::Status s =
       rocksdb::DB::Open(db_options, files_.db_dir(), families, &handles_, &db);
   if (!s.ok()) {
+    const std::string name = what.empty()
+                                 ? absl::StrCat("store in ", options_.data_dir)
+                                 : std::string(what);
     if (s.IsCorruption() || s.IsPathNotFound()) {
-      return absl::DataLossError(absl::StrCat("store in ", options_.data_dir,
-                                              " is corrupt: ", s.ToString()));
+      return absl::DataLossError(
+          absl::StrCat(name, " is corrupt: ", s.ToString()));
     }
-    return absl::InternalError(absl::StrCat(
-        "cannot open store in ", options_.data_dir, ": ", s.ToString()));
+    return absl::InternalError(
+        absl::StrCat("cannot open ", name, ": ", s.ToString()));
   }
   db_.reset(db);
   return absl::OkStatus();
@@ -100,13 +103,13 @@ absl::Status RocksDbEmbeddingStore::RecoverWritesLocked() {
   return absl::OkStatus();
 }
 
-absl::Status RocksDbEmbeddingStore::OpenDbLocked() {
-  STRATA_RETURN_IF_ERROR(OpenRocksDbLocked());
+absl::Status RocksDbEmbeddingStore::OpenDbLocked(absl::string_view what) {
+  STRATA_RETURN_IF_ERROR(OpenRocksDbLocked(what));
   if (!skiplist_memtables_ &&
       (options_.memory_budget_bytes > 0 || AnyBudgetedTableLocked())) {
     CloseDbLocked();
     skiplist_memtables_ = true;
-    return OpenDbLocked();
+    return OpenDbLocked(what);
   }
   return LoadLocked();
 }

@@ -242,7 +242,8 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
     }
     return swapped;
   }
-  absl::Status opened = OpenDbLocked();
+  absl::Status opened =
+      OpenDbLocked(absl::StrCat("checkpoint '", checkpoint_id, "'"));
   if (!opened.ok()) {
     // The checkpoint does not open: put the previous database back.
     CloseDbLocked();

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "embedding/internal/rocksdb_embedding_store.h"
 #include "embedding/storage_format.h"
@@ -79,12 +80,38 @@ absl::StatusOr<uint64_t> RocksDbEmbeddingStore::EvictStripe(
   return count;
 }
 
+absl::StatusOr<uint64_t> RocksDbEmbeddingStore::ExpirePushWindows() {
+  // flush_mu_: a flush cut taken before the expiry does not write an
+  // expired window back.
+  absl::MutexLock flush_lock(&flush_mu_);
+  absl::MutexLock commit_lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  const std::vector<std::string> expired =
+      deduplicator_.Expire(options_.push_window_ttl, options_.max_push_windows);
+  if (expired.empty()) return 0;
+  rocksdb::WriteBatch write;
+  for (const std::string& client : expired) {
+    write.Delete(handles_[0], absl::StrCat(kClientPrefix, client));
+  }
+  // Not synced: a deletion lost in a crash only brings a window back until
+  // the next sweep.
+  STRATA_RETURN_IF_ERROR(WriteLocked(write, /*sync=*/false));
+  STRATA_LOG(INFO, "store")
+      << "forgot the push windows of " << expired.size() << " idle clients";
+  return expired.size();
+}
+
 void RocksDbEmbeddingStore::EvictionLoop() {
   while (!stop_evictor_.WaitForNotificationWithTimeout(
       options_.eviction_interval)) {
     absl::StatusOr<uint64_t> evicted = EvictNow();
     if (!evicted.ok()) {
       STRATA_LOG(ERROR, "store") << "eviction failed: " << evicted.status();
+    }
+    absl::StatusOr<uint64_t> expired = ExpirePushWindows();
+    if (!expired.ok()) {
+      STRATA_LOG(ERROR, "store")
+          << "expiring push windows failed: " << expired.status();
     }
   }
 }

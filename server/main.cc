@@ -40,6 +40,13 @@ ABSL_FLAG(std::string, durability, "group",
           "(never applying one twice).");
 ABSL_FLAG(int, flush_interval_ms, 1000,
           "With --durability=periodic: how often updated rows are written.");
+ABSL_FLAG(int64_t, push_window_ttl_s, 3600,
+          "A client's push window (what makes a retried push apply once) is "
+          "forgotten after this many seconds without a push from it; a retry "
+          "older than that is applied again.");
+ABSL_FLAG(int64_t, max_push_windows, 100000,
+          "Most clients whose push windows are kept; past it the least "
+          "recently used are forgotten at the next sweep.");
 ABSL_FLAG(bool, auth_reads, false,
           "With --auth_token_file: Pull, ListTables and Stats need the token "
           "too (without it they stay open, so rows and table configs can be "
@@ -189,6 +196,12 @@ int Run() {
       !fits.ok()) {
     return UsageError(std::string(fits.message()));
   }
+  if (absl::GetFlag(FLAGS_push_window_ttl_s) < 1) {
+    return UsageError("--push_window_ttl_s must be >= 1");
+  }
+  if (absl::GetFlag(FLAGS_max_push_windows) < 1) {
+    return UsageError("--max_push_windows must be >= 1");
+  }
   if (absl::GetFlag(FLAGS_max_unwritten_rows) < 1) {
     return UsageError("--max_unwritten_rows must be >= 1");
   }
@@ -222,6 +235,10 @@ int Run() {
       absl::Milliseconds(absl::GetFlag(FLAGS_flush_interval_ms));
   store_options.memory_budget_bytes =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_memory_budget_mb)) << 20;
+  store_options.push_window_ttl =
+      absl::Seconds(absl::GetFlag(FLAGS_push_window_ttl_s));
+  store_options.max_push_windows =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_push_windows));
   store_options.max_unwritten_rows =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_unwritten_rows));
   store_options.block_cache_bytes =

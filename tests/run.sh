@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds Strata and runs every test.
 #
-# Usage: tests/run.sh [--asan] [--tsan] [--no-plain]
-#   (default)   the RelWithDebInfo build in build/
+# Usage: tests/run.sh [--asan] [--tsan] [--fuzz] [--no-plain]
+#   (default)   the RelWithDebInfo build in build/, with clang's
+#               thread-safety analysis over its sources
+#   --fuzz      also each libFuzzer target of tests/fuzz for
+#               STRATA_FUZZ_SECONDS (default 60) seconds
 #   --asan      also the AddressSanitizer+UndefinedBehaviorSanitizer build in
 #               build-asan/
 #   --tsan      also the ThreadSanitizer build in build-tsan/
@@ -13,11 +16,13 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 
 plain=1
+fuzz=0
 sanitizers=" ${STRATA_TEST_SANITIZERS:-} "
 for arg in "$@"; do
   case "$arg" in
     --asan) sanitizers+=" asan " ;;
     --tsan) sanitizers+=" tsan " ;;
+    --fuzz) fuzz=1 ;;
     --no-plain) plain=0 ;;
     *) echo "tests/run.sh: unknown argument '$arg'" >&2; exit 2 ;;
   esac
@@ -41,6 +46,11 @@ if ((plain)); then
   "$root/python/run_tests.sh" "$root/build"
   echo "== container and Kubernetes manifest checks"
   "$root/tests/deploy/run_tests.sh" "$root/build"
+fi
+if ((fuzz)); then
+  echo "== fuzzing (libFuzzer, ${STRATA_FUZZ_SECONDS:-60} s per target)"
+  "$root/deploy/build.sh" "$root/build"
+  "$root/tests/fuzz/run.sh" "$root/build" "${STRATA_FUZZ_SECONDS:-60}"
 fi
 if [[ "$sanitizers" == *" asan "* ]]; then
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"

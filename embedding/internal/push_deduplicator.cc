@@ -15,12 +15,22 @@ bool PushDeduplicator::Insert(Window& window, uint64_t sequence) {
     window.floor = *window.applied.begin();
     window.applied.erase(window.applied.begin());
   }
+  // Sequences right above the floor are applied without a gap: the floor
+  // covers them.
+  while (!window.applied.empty() &&
+         *window.applied.begin() == window.floor + 1) {
+    ++window.floor;
+    window.applied.erase(window.applied.begin());
+  }
   return true;
 }
 
 bool PushDeduplicator::Claim(const std::string& client_id, uint64_t sequence) {
+  const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  if (!Insert(windows_[client_id], sequence)) return false;
+  Window& window = windows_[client_id];
+  window.last_used = now;
+  if (!Insert(window, sequence)) return false;
   changed_.insert(client_id);
   return true;
 }
@@ -36,32 +46,20 @@ bool PushDeduplicator::Applied(const std::string& client_id,
 std::string PushDeduplicator::SerializeWindowWith(const std::string& client_id,
                                                   uint64_t sequence) {
   absl::MutexLock lock(&mu_);
-  static const Window kEmpty;
   auto it = windows_.find(client_id);
-  const Window& window = it == windows_.end() ? kEmpty : it->second;
-  if (sequence <= window.floor || window.applied.count(sequence) > 0) {
-    return Serialize(window);
-  }
-  // What Insert would make of it, without copying the window.
-  std::vector<uint64_t> applied(window.applied.begin(), window.applied.end());
-  applied.insert(std::lower_bound(applied.begin(), applied.end(), sequence),
-                 sequence);
-  uint64_t floor = window.floor;
-  if (applied.size() > kWindow) {
-    floor = applied.front();
-    applied.erase(applied.begin());
-  }
-  std::string out((1 + applied.size()) * sizeof(uint64_t), '\0');
-  std::memcpy(out.data(), &floor, sizeof(uint64_t));
-  std::memcpy(out.data() + sizeof(uint64_t), applied.data(),
-              applied.size() * sizeof(uint64_t));
-  return out;
+  // Windows are small (the floor covers what was applied without a gap).
+  Window window = it == windows_.end() ? Window() : it->second;
+  Insert(window, sequence);
+  return Serialize(window);
 }
 
 void PushDeduplicator::ClaimPersisted(const std::string& client_id,
                                       uint64_t sequence) {
+  const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  Insert(windows_[client_id], sequence);
+  Window& window = windows_[client_id];
+  window.last_used = now;
+  Insert(window, sequence);
 }
 
 void PushDeduplicator::MarkChanged(absl::Span<const std::string> client_ids) {
@@ -115,9 +113,42 @@ absl::Status PushDeduplicator::LoadWindow(const std::string& client_id,
     std::memcpy(&sequence, serialized.data() + off, sizeof(uint64_t));
     window.applied.insert(sequence);
   }
+  // A window loaded at start counts as used then.
+  window.last_used = clock_->Now();
   absl::MutexLock lock(&mu_);
   windows_[client_id] = std::move(window);
   return absl::OkStatus();
+}
+
+std::vector<std::string> PushDeduplicator::Expire(absl::Duration ttl,
+                                                  size_t max_windows) {
+  const absl::Time now = clock_->Now();
+  absl::MutexLock lock(&mu_);
+  std::vector<std::string> expired;
+  std::vector<std::pair<absl::Time, std::string>> kept;
+  for (const auto& [client, window] : windows_) {
+    if (now - window.last_used >= ttl) {
+      expired.push_back(client);
+    } else {
+      kept.emplace_back(window.last_used, client);
+    }
+  }
+  if (kept.size() > max_windows) {
+    // The least recently used go first.
+    const size_t excess = kept.size() - max_windows;
+    std::nth_element(kept.begin(), kept.begin() + excess, kept.end());
+    for (size_t i = 0; i < excess; ++i) expired.push_back(kept[i].second);
+  }
+  for (const std::string& client : expired) {
+    windows_.erase(client);
+    changed_.erase(client);
+  }
+  return expired;
+}
+
+size_t PushDeduplicator::size() {
+  absl::MutexLock lock(&mu_);
+  return windows_.size();
 }
 
 void PushDeduplicator::Clear() {

@@ -12,7 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/clock.h"
 
 namespace strata {
 namespace embedding_internal {
@@ -23,10 +25,17 @@ namespace embedding_internal {
 // Per client it keeps a window of the last kWindow applied sequences above a
 // floor; every sequence at or below the floor counts as applied. Pushes of one
 // client may arrive out of order as long as fewer than kWindow are in flight.
+// The floor moves over every sequence applied without a gap, so a client that
+// numbers its pushes 1, 2, 3... costs a floor and its in-flight sequences.
+// Windows of clients idle for a while, and the least recently used past a
+// count, are forgotten by Expire: a retry that old is applied again.
 // Thread-safe.
 class PushDeduplicator {
  public:
   static constexpr size_t kWindow = 1024;
+
+  // `clock` (not owned) stamps each window's last use.
+  explicit PushDeduplicator(Clock* clock = Clock::Real()) : clock_(clock) {}
 
   // Returns false if (client, sequence) was applied before; otherwise records
   // it as applied and returns true.
@@ -57,16 +66,24 @@ class PushDeduplicator {
                           absl::string_view serialized);
   void Clear();
 
+  // Forgets the windows unused for `ttl` or more, then the least recently
+  // used while more than `max_windows` remain; returns their client ids
+  // (whose stored windows the caller deletes).
+  std::vector<std::string> Expire(absl::Duration ttl, size_t max_windows);
+  size_t size();
+
  private:
   struct Window {
     uint64_t floor = 0;
     std::set<uint64_t> applied;
+    absl::Time last_used;
   };
   static std::string Serialize(const Window& window);
   // Records `sequence` in `window`; false when it was there (or below the
   // floor).
   static bool Insert(Window& window, uint64_t sequence);
 
+  Clock* const clock_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Window> windows_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> changed_ ABSL_GUARDED_BY(mu_);

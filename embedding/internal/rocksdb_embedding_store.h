@@ -48,6 +48,7 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   explicit RocksDbEmbeddingStore(const EmbeddingStoreOptions& options)
       : options_(options),
         files_(options.data_dir, options.file_system),
+        deduplicator_(options.clock),
         change_log_(options.change_log_bytes, options.clock) {}
 
   ~RocksDbEmbeddingStore() override {
@@ -90,6 +91,7 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
                                       const PushId& id) override;
   absl::Status Flush() override;
   absl::StatusOr<uint64_t> EvictNow() override;
+  absl::StatusOr<uint64_t> ExpirePushWindows() override;
   absl::StatusOr<CheckpointInfo> Checkpoint(absl::string_view checkpoint_id,
                                             uint64_t global_step) override;
   absl::StatusOr<CheckpointInfo> CheckpointIncremental(
@@ -106,10 +108,13 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
       absl::Span<const std::string> tables) override;
 
  private:
-  // Opens the database and loads its tables.
-  absl::Status OpenDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // Opens the database and loads its tables. `what` names the database in
+  // errors (default: the store in its data directory).
+  absl::Status OpenDbLocked(absl::string_view what = {})
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Opens the database only (db_, handles_).
-  absl::Status OpenRocksDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  absl::Status OpenRocksDbLocked(absl::string_view what = {})
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // After a failed write RocksDB refuses writes until it resumes: resumes
   // it (or reopens the database, keeping memory as it is). UNAVAILABLE
   // while that cannot be done yet. Called before the writes that hold

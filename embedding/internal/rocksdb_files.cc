@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
+#include "embedding/internal/checkpoint_manifest.h"
 
 namespace strata {
 namespace embedding_internal {
@@ -58,23 +59,7 @@ absl::Status RocksDbFiles::Prepare() {
 }
 
 absl::Status RocksDbFiles::ValidateCheckpointId(absl::string_view id) {
-  if (id.empty() || id.size() > 128 || id[0] == '.') {
-    return absl::InvalidArgumentError(
-        absl::StrCat("checkpoint id '", id,
-                     "' must be 1..128 characters, not starting "
-                     "with '.'"));
-  }
-  for (char c : id) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-                    (c >= '0' && c <= '9') || c == '_' || c == '-' || c == '.';
-    if (!ok) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("checkpoint id '", id,
-                       "' may only hold letters, digits, '_', '-' "
-                       "and '.'"));
-    }
-  }
-  return absl::OkStatus();
+  return embedding_internal::ValidateCheckpointId(id);
 }
 
 std::string RocksDbFiles::CheckpointDir(absl::string_view id) const {
@@ -91,12 +76,7 @@ bool RocksDbFiles::CheckpointExists(absl::string_view id) {
 
 absl::Status RocksDbFiles::PublishCheckpoint(const std::string& staging_dir,
                                              const CheckpointInfo& info) {
-  std::string manifest = absl::StrCat("global_step=", info.global_step,
-                                      "\nnum_rows=", info.num_rows, "\n");
-  if (!info.parent_id.empty()) {
-    absl::StrAppend(&manifest, "parent=", info.parent_id,
-                    "\ndelta_rows=", info.delta_rows, "\n");
-  }
+  const std::string manifest = FormatCheckpointManifest(info);
   STRATA_RETURN_IF_ERROR(file_system_->WriteFileAtomically(
       absl::StrCat(staging_dir, "/", kManifestName), manifest));
   return file_system_->Rename(staging_dir, CheckpointDir(info.checkpoint_id));
@@ -109,26 +89,7 @@ absl::StatusOr<CheckpointInfo> RocksDbFiles::ReadCheckpointInfo(
   if (!manifest.ok()) {
     return absl::NotFoundError(absl::StrCat("no checkpoint '", id, "'"));
   }
-  CheckpointInfo info;
-  info.checkpoint_id = std::string(id);
-  for (absl::string_view line : absl::StrSplit(*manifest, '\n')) {
-    bool parsed = true;
-    if (absl::ConsumePrefix(&line, "global_step=")) {
-      parsed = absl::SimpleAtoi(line, &info.global_step);
-    } else if (absl::ConsumePrefix(&line, "num_rows=")) {
-      parsed = absl::SimpleAtoi(line, &info.num_rows);
-    } else if (absl::ConsumePrefix(&line, "delta_rows=")) {
-      parsed = absl::SimpleAtoi(line, &info.delta_rows);
-    } else if (absl::ConsumePrefix(&line, "parent=")) {
-      info.parent_id = std::string(line);
-      parsed = ValidateCheckpointId(line).ok();
-    }
-    if (!parsed) {
-      return absl::DataLossError(
-          absl::StrCat("checkpoint '", id, "' has a corrupt manifest"));
-    }
-  }
-  return info;
+  return ParseCheckpointManifest(id, *manifest);
 }
 
 absl::StatusOr<std::vector<CheckpointInfo>> RocksDbFiles::RestoreChain(
@@ -138,7 +99,9 @@ absl::StatusOr<std::vector<CheckpointInfo>> RocksDbFiles::RestoreChain(
   while (true) {
     absl::StatusOr<CheckpointInfo> info = ReadCheckpointInfo(next);
     if (!info.ok()) {
-      if (chain.empty()) return info.status();
+      if (chain.empty() || !absl::IsNotFound(info.status())) {
+        return info.status();
+      }
       return absl::NotFoundError(absl::StrCat(
           "checkpoint '", id, "' builds on '", next, "', which is missing"));
     }

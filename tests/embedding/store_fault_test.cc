@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <system_error>
@@ -20,6 +21,7 @@
 #include "embedding/table_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
 #include "tests/testing/fault_injection_fs.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wait_until.h"
@@ -80,6 +82,8 @@ class StoreFaultTest : public ::testing::Test {
     options.flush_interval = absl::Hours(1);  // Flush() only
     options.rocksdb_env = env_.get();
     options.max_unwritten_rows = max_unwritten_rows_;
+    options.clock = &clock_;
+    options.max_push_windows = 2;
     absl::StatusOr<std::unique_ptr<EmbeddingStore>> store =
         EmbeddingStore::Open(options);
     if (!store.ok()) return store.status();
@@ -110,6 +114,7 @@ class StoreFaultTest : public ::testing::Test {
   std::unique_ptr<rocksdb::Env> env_;
   std::string temp_dir_;
   uint64_t max_unwritten_rows_ = uint64_t{1} << 22;
+  testing::FakeClock clock_;
   std::unique_ptr<EmbeddingStore> store_;
 };
 
@@ -264,6 +269,54 @@ TEST_F(StoreFaultTest, ClientIdOverTheLimitIsRefused) {
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("client_id")));
   EXPECT_THAT(Push(Keys(1, 2), 1.0f, {std::string(kMaxClientIdBytes, 'c'), 1}),
               IsOkAndHolds(false));
+}
+
+TEST_F(StoreFaultTest, IdlePushWindowsAreForgottenOnDiskToo) {
+  ASSERT_THAT(Open(Durability::kGroup), IsOk());
+  ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());
+  ASSERT_THAT(Push(Keys(1, 1), 1.0f, {"idle", 1}), IsOkAndHolds(false));
+  clock_.Advance(absl::Hours(2));
+  for (const char* client : {"a", "b", "c"}) {
+    ASSERT_THAT(Push(Keys(1, 1), 1.0f, {client, 1}), IsOkAndHolds(false));
+    clock_.Advance(absl::Seconds(1));
+  }
+  // "idle" is past the hour; of a, b and c two may stay (max_push_windows).
+  EXPECT_THAT(store_->ExpirePushWindows(), IsOkAndHolds(2u));
+  ASSERT_THAT(Open(Durability::kGroup), IsOk());
+  EXPECT_THAT(Push(Keys(1, 1), 1.0f, {"c", 1}), IsOkAndHolds(true));
+  EXPECT_THAT(Push(Keys(1, 1), 1.0f, {"b", 1}), IsOkAndHolds(true));
+  // Forgotten, on disk too: its old retry is applied again.
+  EXPECT_THAT(Push(Keys(1, 1), 1.0f, {"idle", 1}), IsOkAndHolds(false));
+}
+
+TEST_F(StoreFaultTest, DamagedCheckpointsAreRefusedNamedAndKeepTheRows) {
+  ASSERT_THAT(Open(Durability::kGroup), IsOk());
+  ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());
+  ASSERT_THAT(Push(Keys(1, 4), 1.0f), IsOk());
+  ASSERT_THAT(store_->Checkpoint("garbled", 1), IsOk());
+  ASSERT_THAT(store_->Checkpoint("broken", 2), IsOk());
+  ASSERT_THAT(Push(Keys(1, 4), 1.0f), IsOk());
+  const std::vector<float> live = Pull(Keys(1, 4));
+  const std::string checkpoints = temp_dir_ + "/data/checkpoints/";
+  {
+    std::ofstream manifest(checkpoints + "garbled/STRATA_CHECKPOINT",
+                           std::ios::trunc);
+    manifest << "garbage";
+  }
+  EXPECT_THAT(
+      store_->Restore("garbled"),
+      StatusIs(absl::StatusCode::kDataLoss,
+               HasSubstr("checkpoint 'garbled' has a corrupt manifest")));
+  {
+    std::ofstream current(checkpoints + "broken/CURRENT", std::ios::trunc);
+    current << "garbage";
+  }
+  absl::StatusOr<CheckpointInfo> restored = store_->Restore("broken");
+  EXPECT_THAT(restored, StatusIs(absl::StatusCode::kDataLoss,
+                                 HasSubstr("checkpoint 'broken' is corrupt")));
+  EXPECT_THAT(restored.status().message(), Not(HasSubstr("store in")));
+  EXPECT_EQ(Pull(Keys(1, 4)), live);
+  EXPECT_THAT(Push(Keys(1, 4), 1.0f), IsOk());
 }
 
 TEST_F(StoreFaultTest, BudgetOverTheMachinesMemoryIsRejected) {
