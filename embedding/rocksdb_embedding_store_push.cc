@@ -19,8 +19,10 @@ namespace strata {
 namespace embedding_internal {
 namespace {
 
-// Larger gradients would overflow float32 when squared by the optimizers.
-constexpr float kMaxGradientMagnitude = 1e18f;
+// Squares of larger gradients, summed by Adagrad's and Adam's accumulators,
+// could overflow float32 within a training run; with this bound they would
+// need 3e20 pushes.
+constexpr float kMaxGradientMagnitude = 1e9f;
 
 absl::Status FirstInvalidGradient(const GradientBatch& batch, uint32_t dim) {
   if (batch.keys.empty()) {
@@ -43,7 +45,8 @@ absl::Status FirstInvalidGradient(const GradientBatch& batch, uint32_t dim) {
       return absl::InvalidArgumentError(absl::StrCat(
           "table '", batch.table, "': gradient of key ", batch.keys[i / dim],
           " has magnitude ", batch.gradients[i], ", over the limit of ",
-          kMaxGradientMagnitude, " (its square would overflow float32)"));
+          kMaxGradientMagnitude,
+          " (summed squares would overflow the optimizer's float32 state)"));
     }
   }
   return absl::OkStatus();

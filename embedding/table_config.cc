@@ -1,6 +1,7 @@
 #include "embedding/table_config.h"
 
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -167,6 +168,28 @@ absl::Status ValidateTableConfig(const EmbeddingTableConfig& config) {
            {"optimizer.l1", opt.l1},
            {"optimizer.l2", opt.l2}}) {
     if (absl::Status s = CheckFinite(field, value); !s.ok()) return s;
+  }
+  // Bounds that keep rows finite: an initial value or a learning rate past
+  // them makes values overflow float32 (and store Inf) within few pushes.
+  for (auto [field, value, bound] :
+       std::vector<std::tuple<const char*, float, float>>{
+           {"initializer.value", init.value, kMaxInitialMagnitude},
+           {"initializer.min", init.min, kMaxInitialMagnitude},
+           {"initializer.max", init.max, kMaxInitialMagnitude},
+           {"initializer.mean", init.mean, kMaxInitialMagnitude},
+           {"initializer.stddev", init.stddev, kMaxInitialMagnitude},
+           {"optimizer.learning_rate", opt.learning_rate, kMaxLearningRate},
+           {"optimizer.initial_accumulator", opt.initial_accumulator,
+            kMaxAccumulator},
+           {"optimizer.epsilon", opt.epsilon, 1.0f},
+           {"optimizer.ftrl_beta", opt.ftrl_beta, kMaxRegularization},
+           {"optimizer.l1", opt.l1, kMaxRegularization},
+           {"optimizer.l2", opt.l2, kMaxRegularization}}) {
+    if (std::fabs(value) > bound) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "table config: ", field, " ", value, " is over the limit of ", bound,
+          " in magnitude (rows would overflow float32)"));
+    }
   }
   if (init.type == InitializerType::kUniform && !(init.min <= init.max)) {
     return absl::InvalidArgumentError(

@@ -85,6 +85,12 @@ struct EmbeddingTableConfig {
 
 // The smallest non-zero memory budget of a table.
 inline constexpr uint64_t kMinMemoryBudgetBytes = uint64_t{1} << 20;
+// Largest magnitudes a config may hold (ValidateTableConfig): past them rows
+// overflow float32 within few pushes.
+inline constexpr float kMaxInitialMagnitude = 1e4f;
+inline constexpr float kMaxLearningRate = 1e3f;
+inline constexpr float kMaxAccumulator = 1e10f;
+inline constexpr float kMaxRegularization = 1e6f;
 
 inline constexpr uint32_t kMaxTableDim = 4096;
 inline constexpr size_t kMaxTableNameLength = 128;

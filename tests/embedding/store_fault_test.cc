@@ -229,19 +229,6 @@ TEST_P(SerialStoreFaultTest, FullDiskRefusesPushesKeepsPullsAndRecovers) {
   EXPECT_FLOAT_EQ(Pull(keys)[0], before[0] - 0.5f);
 }
 
-TEST_P(SerialStoreFaultTest, NonFiniteResultIsRefusedAndNothingApplied) {
-  ASSERT_THAT(Open(GetParam()), IsOk());
-  ASSERT_THAT(store_->CreateTable(SgdTable(/*learning_rate=*/3e38f)), IsOk());
-  const std::vector<FeatureId> keys = Keys(1, 8);
-  ASSERT_THAT(Push(keys, 1e-30f), IsOk());
-  const std::vector<float> before = Pull(keys);
-  const uint64_t sequence = store_->change_log().latest_sequence();
-  EXPECT_THAT(Push(keys, 1e3f), StatusIs(absl::StatusCode::kInvalidArgument,
-                                         HasSubstr("non-finite")));
-  EXPECT_EQ(Pull(keys), before);
-  EXPECT_EQ(store_->change_log().latest_sequence(), sequence);
-}
-
 TEST_P(SerialStoreFaultTest, RepeatedTableInOnePushAppliesBothBatches) {
   ASSERT_THAT(Open(GetParam()), IsOk());
   ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());

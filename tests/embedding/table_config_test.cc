@@ -87,6 +87,33 @@ TEST(TableConfigTest, ValidateRejectsEmptyOrLongName) {
               StatusIs(kInvalid, HasSubstr("name")));
 }
 
+TEST(TableConfigTest, ValidateRejectsConfigsWhoseRowsWouldOverflow) {
+  EmbeddingTableConfig sgd = ValidConfig();
+  sgd.optimizer.type = OptimizerType::kSgd;
+  sgd.optimizer.learning_rate = 3e38f;
+  EmbeddingTableConfig uniform = ValidConfig();
+  uniform.initializer.type = InitializerType::kUniform;
+  uniform.initializer.min = -3.4e38f;
+  uniform.initializer.max = 3.4e38f;
+  EmbeddingTableConfig normal = ValidConfig();
+  normal.initializer.type = InitializerType::kTruncatedNormal;
+  normal.initializer.stddev = 3e38f;
+  for (const auto& [config, field] :
+       {std::make_pair(sgd, "optimizer.learning_rate"),
+        std::make_pair(uniform, "initializer.min"),
+        std::make_pair(normal, "initializer.stddev")}) {
+    EXPECT_THAT(ValidateTableConfig(config),
+                StatusIs(kInvalid, ::testing::AllOf(HasSubstr(field),
+                                                    HasSubstr("overflow"))));
+  }
+  EmbeddingTableConfig edge = ValidConfig();
+  edge.optimizer.learning_rate = kMaxLearningRate;
+  edge.initializer.type = InitializerType::kUniform;
+  edge.initializer.min = -kMaxInitialMagnitude;
+  edge.initializer.max = kMaxInitialMagnitude;
+  EXPECT_THAT(ValidateTableConfig(edge), IsOk());
+}
+
 TEST(TableConfigTest, ValidateRejectsNamesWithBadCharacters) {
   for (const std::string& name :
        {std::string("a b"), std::string("a/b"), std::string("../etc"),
@@ -204,7 +231,7 @@ EmbeddingTableConfig UnusualConfig() {
   config.initializer.min = -1e-7f;
   config.initializer.max = 1.0f / 3.0f;
   config.initializer.mean = -0.0f;
-  config.initializer.stddev = std::numeric_limits<float>::max();
+  config.initializer.stddev = 9999.999f;  // Near kMaxInitialMagnitude.
   config.optimizer.type = OptimizerType::kFtrl;
   config.optimizer.learning_rate = 0.1f;
   config.optimizer.initial_accumulator = 16777217.0f;  // Rounds to 2^24.
