@@ -1,12 +1,15 @@
 #include "common/http_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -35,7 +38,7 @@ absl::StatusOr<int> HttpServer::Start(const std::string& host, int port) {
   ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
   if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) !=
           0 ||
-      ::listen(listen_fd_, 16) != 0) {
+      ::listen(listen_fd_, 64) != 0) {
     const std::string reason = std::strerror(errno);
     ::close(listen_fd_);
     listen_fd_ = -1;
@@ -44,14 +47,21 @@ absl::StatusOr<int> HttpServer::Start(const std::string& host, int port) {
   }
   socklen_t len = sizeof(addr);
   ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-  thread_ = std::thread([this] { Serve(); });
+  // Every thread accepts on the listening socket (non-blocking: a thread
+  // that loses the race to a connection goes back to poll).
+  ::fcntl(listen_fd_, F_SETFL, ::fcntl(listen_fd_, F_GETFL) | O_NONBLOCK);
+  stopping_ = false;
+  for (int i = 0; i < std::max(1, options_.threads); ++i) {
+    threads_.emplace_back([this] { Serve(); });
+  }
   return static_cast<int>(ntohs(addr.sin_port));
 }
 
 void HttpServer::Stop() {
-  if (!thread_.joinable()) return;
+  if (threads_.empty()) return;
   stopping_ = true;
-  thread_.join();
+  for (std::thread& thread : threads_) thread.join();
+  threads_.clear();
   ::close(listen_fd_);
   listen_fd_ = -1;
 }
@@ -68,46 +78,66 @@ void HttpServer::Serve() {
   }
 }
 
+HttpServer::Response HttpServer::Answer(const std::string& request,
+                                        bool* head) const {
+  std::vector<std::string> words =
+      absl::StrSplit(request.substr(0, request.find('\n')), ' ');
+  if (words.size() < 2 || (words[0] != "GET" && words[0] != "HEAD")) {
+    return {405, "text/plain; charset=utf-8", "only GET is supported\n"};
+  }
+  const std::string path = words[1].substr(0, words[1].find('?'));
+  auto it = handlers_.find(path);
+  if (it == handlers_.end()) {
+    return {404, "text/plain; charset=utf-8",
+            absl::StrCat("no page ", path, "\n")};
+  }
+  *head = words[0] == "HEAD";
+  return it->second();
+}
+
 void HttpServer::ServeConnection(int fd) {
-  timeval timeout{2, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  // One deadline for the whole request, however its bytes arrive.
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(options_.request_timeout_ms);
+  auto remaining_ms = [&deadline] {
+    return static_cast<int>(std::max<int64_t>(
+        0, std::chrono::duration_cast<std::chrono::milliseconds>(
+               deadline - std::chrono::steady_clock::now())
+               .count()));
+  };
   std::string request;
   char buf[4096];
   while (request.find("\r\n\r\n") == std::string::npos &&
          request.find("\n\n") == std::string::npos && request.size() < 65536) {
+    pollfd pfd{fd, POLLIN, 0};
+    const int wait = remaining_ms();
+    if (wait == 0 || ::poll(&pfd, 1, wait) <= 0) return;  // Too slow: drop.
     const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
-    if (n <= 0) break;
+    if (n <= 0) return;
     request.append(buf, static_cast<size_t>(n));
   }
-  std::vector<std::string> words =
-      absl::StrSplit(request.substr(0, request.find('\n')), ' ');
-  Response response;
-  if (words.size() < 2 || (words[0] != "GET" && words[0] != "HEAD")) {
-    response = {405, "text/plain; charset=utf-8", "only GET is supported\n"};
-  } else {
-    const std::string path = words[1].substr(0, words[1].find('?'));
-    auto it = handlers_.find(path);
-    if (it == handlers_.end()) {
-      response = {404, "text/plain; charset=utf-8",
-                  absl::StrCat("no page ", path, "\n")};
-    } else {
-      response = it->second();
-    }
-  }
+  bool head = false;
+  const Response response = Answer(request, &head);
   const char* reason = response.status == 200   ? "OK"
                        : response.status == 404 ? "Not Found"
+                       : response.status == 405 ? "Method Not Allowed"
                        : response.status == 503 ? "Service Unavailable"
                                                 : "Error";
-  std::string out =
-      absl::StrCat("HTTP/1.0 ", response.status, " ", reason,
-                   "\r\nContent-Type: ", response.content_type,
-                   "\r\nContent-Length: ", response.body.size(),
-                   "\r\nConnection: close\r\n\r\n", response.body);
+  std::string out = absl::StrCat("HTTP/1.0 ", response.status, " ", reason,
+                                 "\r\nContent-Type: ", response.content_type,
+                                 "\r\nContent-Length: ", response.body.size(),
+                                 "\r\nConnection: close\r\n\r\n");
+  if (!head) out += response.body;
+  // The answer is bound by the same deadline: a client that does not read
+  // it is dropped too.
   size_t sent = 0;
   while (sent < out.size()) {
-    const ssize_t n =
-        ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
-    if (n <= 0) break;
+    pollfd pfd{fd, POLLOUT, 0};
+    const int wait = remaining_ms();
+    if (wait == 0 || ::poll(&pfd, 1, wait) <= 0) return;
+    const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n <= 0) return;
     sent += static_cast<size_t>(n);
   }
 }
