@@ -47,6 +47,13 @@ ABSL_FLAG(int64_t, push_window_ttl_s, 3600,
 ABSL_FLAG(int64_t, max_push_windows, 100000,
           "Most clients whose push windows are kept; past it the least "
           "recently used are forgotten at the next sweep.");
+ABSL_FLAG(int, max_subscribers, 16,
+          "Change streams (serving followers) served at once; more are "
+          "refused with RESOURCE_EXHAUSTED. Each may hold a copy of the "
+          "values it follows while its snapshot is sent.");
+ABSL_FLAG(int64_t, subscriber_stall_timeout_s, 60,
+          "A change stream whose follower takes nothing for this many seconds "
+          "is cancelled and what it holds is released.");
 ABSL_FLAG(bool, auth_reads, false,
           "With --auth_token_file: Pull, ListTables and Stats need the token "
           "too (without it they stay open, so rows and table configs can be "
@@ -196,6 +203,12 @@ int Run() {
       !fits.ok()) {
     return UsageError(std::string(fits.message()));
   }
+  if (absl::GetFlag(FLAGS_max_subscribers) < 1) {
+    return UsageError("--max_subscribers must be >= 1");
+  }
+  if (absl::GetFlag(FLAGS_subscriber_stall_timeout_s) < 1) {
+    return UsageError("--subscriber_stall_timeout_s must be >= 1");
+  }
   if (absl::GetFlag(FLAGS_push_window_ttl_s) < 1) {
     return UsageError("--push_window_ttl_s must be >= 1");
   }
@@ -266,6 +279,9 @@ int Run() {
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_keys_per_request));
   service_options.auth_token = security->auth_token;
   service_options.auth_reads = absl::GetFlag(FLAGS_auth_reads);
+  service_options.max_subscribers = absl::GetFlag(FLAGS_max_subscribers);
+  service_options.subscriber_stall_timeout =
+      absl::Seconds(absl::GetFlag(FLAGS_subscriber_stall_timeout_s));
   ShardService service(service_options);
 
   // Every shard also serves the rendezvous of training jobs' ranks, so that

@@ -341,11 +341,19 @@ grpc::ServerWriteReactor<v1::ChangeBatch>* ShardService::Subscribe(
   metrics_.Record(ShardMethod::kSubscribe, authorized.code(),
                   absl::ZeroDuration());
   if (!authorized.ok()) return new RefusedStream(ToGrpcStatus(authorized));
+  if (subscribers_->fetch_add(1) >= options_.max_subscribers) {
+    subscribers_->fetch_sub(1);
+    return new RefusedStream(ToGrpcStatus(absl::ResourceExhaustedError(
+        absl::StrCat("this shard already serves ", options_.max_subscribers,
+                     " change streams (--max_subscribers); retry later"))));
+  }
   server_internal::SubscriptionOptions options;
   options.store = options_.store;
   options.shard_index = options_.shard_index;
   options.num_shards = options_.num_shards;
-  return new server_internal::Subscription(options, *request);
+  options.stall_timeout = options_.subscriber_stall_timeout;
+  options.open_streams = subscribers_;
+  return new server_internal::Subscription(options, context, *request);
 }
 
 }  // namespace strata

@@ -1,7 +1,9 @@
 #ifndef STRATA_SERVER_SHARD_SERVICE_H_
 #define STRATA_SERVER_SHARD_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "absl/status/status.h"
@@ -31,6 +33,14 @@ struct ShardServiceOptions {
   // checked before anything is looked up. Default: 512 MiB less room for
   // the keys and framing.
   uint64_t max_response_bytes = (uint64_t{512} << 20) - (uint64_t{16} << 20);
+  // Change streams (Subscribe) open at once; more are refused with
+  // RESOURCE_EXHAUSTED. Each may hold a snapshot of the tables it follows
+  // while it is sent. Default: 16.
+  int max_subscribers = 16;
+  // A change stream whose follower takes no batch for this long is
+  // cancelled (the follower sees CANCELLED; the shard logs why), releasing
+  // what it holds. Default: 60 s.
+  absl::Duration subscriber_stall_timeout = absl::Seconds(60);
   // Default: Clock::Real().
   Clock* clock = Clock::Real();
 };
@@ -103,6 +113,10 @@ class ShardService final
   ShardServiceOptions options_;
   absl::Time start_time_;
   RequestMetrics metrics_;
+  // Change streams open now; shared with each stream, which gives its slot
+  // back when it ends.
+  std::shared_ptr<std::atomic<int>> subscribers_ =
+      std::make_shared<std::atomic<int>>(0);
 };
 
 }  // namespace strata

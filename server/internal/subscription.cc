@@ -20,8 +20,9 @@ void AddRows(const ChangedRows& rows, v1::ChangeBatch& batch) {
 }  // namespace
 
 Subscription::Subscription(const SubscriptionOptions& options,
+                           grpc::CallbackServerContext* context,
                            const v1::SubscribeRequest& request)
-    : options_(options), request_(request) {
+    : options_(options), context_(context), request_(request) {
   producer_ = std::thread([this] { Produce(); });
 }
 
@@ -43,6 +44,7 @@ void Subscription::OnDone() {
   } else {
     producer_.join();
   }
+  if (options_.open_streams != nullptr) options_.open_streams->fetch_sub(1);
   delete this;
 }
 
@@ -56,7 +58,15 @@ bool Subscription::Send(v1::ChangeBatch batch) {
   auto idle = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return !writing_ || cancelled_ || write_failed_;
   };
-  mu_.Await(absl::Condition(&idle));
+  if (!mu_.AwaitWithTimeout(absl::Condition(&idle), options_.stall_timeout)) {
+    // The follower has not taken the last batch: cut it off, which fails
+    // the write in flight, and release what this stream holds.
+    STRATA_LOG(WARNING, "subscribe")
+        << "a follower took no batch for " << options_.stall_timeout
+        << ": ending its stream";
+    context_->TryCancel();
+    return false;
+  }
   if (cancelled_ || write_failed_) return false;
   in_flight_ = std::move(batch);
   writing_ = true;
@@ -89,10 +99,12 @@ absl::Status Subscription::SendSnapshot(uint64_t* sequence) {
     *begin.add_table_configs() = TableConfigToProto(config);
   }
   if (!Send(std::move(begin))) return absl::CancelledError("stream closed");
-  for (const ChangedRows& chunk : snapshot->chunks) {
+  for (ChangedRows& chunk : snapshot->chunks) {
     v1::ChangeBatch rows =
         NewBatch(v1::ChangeBatch::SNAPSHOT_ROWS, snapshot->sequence);
     AddRows(chunk, rows);
+    // What was handed on is given back at once.
+    chunk = ChangedRows();
     if (!Send(std::move(rows))) return absl::CancelledError("stream closed");
   }
   if (!Send(NewBatch(v1::ChangeBatch::SNAPSHOT_END, snapshot->sequence))) {

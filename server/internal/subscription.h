@@ -1,7 +1,9 @@
 #ifndef STRATA_SERVER_INTERNAL_SUBSCRIPTION_H_
 #define STRATA_SERVER_INTERNAL_SUBSCRIPTION_H_
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -23,6 +25,11 @@ struct SubscriptionOptions {
   size_t max_records_per_read = 64;
   // An idle stream sends a HEARTBEAT this often.
   absl::Duration heartbeat_interval = absl::Seconds(1);
+  // A follower that takes no batch for this long is cut off.
+  absl::Duration stall_timeout = absl::Seconds(60);
+  // Decremented when the stream ends (the shard's count of open streams);
+  // may be null.
+  std::shared_ptr<std::atomic<int>> open_streams;
 };
 
 // One follower's change stream (ParameterServer.Subscribe): a snapshot when
@@ -34,7 +41,9 @@ struct SubscriptionOptions {
 // Owns itself: deleted by gRPC's OnDone.
 class Subscription final : public grpc::ServerWriteReactor<v1::ChangeBatch> {
  public:
+  // `context` (not owned) is the call's; it outlives the reactor's OnDone.
   Subscription(const SubscriptionOptions& options,
+               grpc::CallbackServerContext* context,
                const v1::SubscribeRequest& request);
 
   void OnWriteDone(bool ok) override;
@@ -58,6 +67,7 @@ class Subscription final : public grpc::ServerWriteReactor<v1::ChangeBatch> {
   bool cancelled();
 
   const SubscriptionOptions options_;
+  grpc::CallbackServerContext* const context_;
   const v1::SubscribeRequest request_;
   uint64_t incarnation_ = 0;
 

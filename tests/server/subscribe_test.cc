@@ -15,6 +15,7 @@
 #include "server/shard_service.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/wait_until.h"
 
 namespace strata {
 namespace {
@@ -37,6 +38,8 @@ class SubscribeTest : public ::testing::Test {
  protected:
   // The change log's budget; a subclass makes it small.
   virtual size_t ChangeLogBytes() const { return size_t{64} << 20; }
+  // A subclass changes the service's limits.
+  virtual void Configure(ShardServiceOptions&) const {}
 
   void SetUp() override {
     EmbeddingStoreOptions store_options;
@@ -47,6 +50,7 @@ class SubscribeTest : public ::testing::Test {
     store_ = *std::move(store);
     ShardServiceOptions options;
     options.store = store_.get();
+    Configure(options);
     service_ = std::make_unique<ShardService>(options);
     grpc::ServerBuilder builder;
     int port = 0;
@@ -280,6 +284,59 @@ TEST_F(SlowFollowerTest, FollowerPastWhatTheLogKeepsGetsANewSnapshot) {
   EXPECT_TRUE(new_snapshots);
   EXPECT_EQ(rows.size(), size_t{kPushes} * 4096 + 1);
   EXPECT_EQ(rows[7], -1.0f);
+}
+
+class SubscriberLimitTest : public SubscribeTest {
+ protected:
+  void Configure(ShardServiceOptions& options) const override {
+    options.max_subscribers = 1;
+    options.subscriber_stall_timeout = absl::Seconds(1);
+  }
+
+  // Whether a new stream is accepted (its snapshot begins) within `timeout`.
+  bool AcceptedWithin(absl::Duration timeout) {
+    return testing::WaitUntil(
+        [&] {
+          v1::ChangeBatch batch;
+          grpc::ClientReader<v1::ChangeBatch>* reader = Subscribe(0, 0);
+          const bool accepted = reader->Read(&batch);
+          contexts_.back()->TryCancel();
+          return accepted && batch.kind() == v1::ChangeBatch::SNAPSHOT_BEGIN;
+        },
+        timeout, absl::Milliseconds(100));
+  }
+};
+
+TEST_F(SubscriberLimitTest, StreamsPastTheLimitAreResourceExhausted) {
+  grpc::ClientReader<v1::ChangeBatch>* first = Subscribe(0, 0);
+  EXPECT_EQ(Next(first).kind(), v1::ChangeBatch::SNAPSHOT_BEGIN);
+  grpc::ClientReader<v1::ChangeBatch>* second = Subscribe(0, 0);
+  v1::ChangeBatch batch;
+  EXPECT_FALSE(second->Read(&batch));
+  const grpc::Status refused = second->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_THAT(refused.error_message(), ::testing::HasSubstr("max_subscribers"));
+  // The slot comes back when the first stream ends.
+  contexts_.front()->TryCancel();
+  EXPECT_TRUE(AcceptedWithin(absl::Seconds(10)));
+}
+
+TEST_F(SubscriberLimitTest, AFollowerThatStopsReadingIsCutOffAndFreesItsSlot) {
+  // A snapshot far larger than what flow control and the sockets buffer.
+  for (uint64_t first = 0; first < 600000; first += 200000) {
+    std::vector<uint64_t> keys(200000);
+    for (size_t i = 0; i < keys.size(); ++i) keys[i] = first + i;
+    Push("a", keys, 0.25f);
+  }
+  grpc::ClientReader<v1::ChangeBatch>* stalled = Subscribe(0, 0);
+  // It reads nothing; after the stall timeout the shard ends it.
+  EXPECT_TRUE(AcceptedWithin(absl::Seconds(15)));
+  v1::ChangeBatch batch;
+  while (stalled->Read(&batch)) {
+  }
+  // Cut off with the write in flight: the follower sees CANCELLED (the
+  // shard logs why).
+  EXPECT_EQ(stalled->Finish().error_code(), grpc::StatusCode::CANCELLED);
 }
 
 }  // namespace
