@@ -6,12 +6,14 @@
 #     acknowledgement to its row being visible at serving;
 #  2. lookup latency: 1000-key lookups of dimension 64 from a 1M-row table,
 #     first closed loop to find the maximum rate, then open loop at 25%, 50%
-#     and 90% of it.
+#     and 90% of it, and at 2x and 10x of it (overload, a 50 ms deadline).
 # Writes a markdown table to stdout and to $OUT_DIR/serving.md.
 #
 # Usage: bench/run_serving.sh [BUILD_DIR]   (default: ./build)
 # Environment: DURATION_S [10], NUM_KEYS [1000000], DIM [64],
-#              CACHE_ROWS [1000000], OUT_DIR [bench/out]
+#              CACHE_ROWS [1000000], OUT_DIR [bench/out],
+#              OVERLOAD_FACTORS ["2 10"], OVERLOAD_TIMEOUT_MS [50],
+#              SERVING_FLAGS [] (extra strata-serving flags)
 set -uo pipefail
 BUILD_DIR=${1:-build}
 DURATION_S=${DURATION_S:-10}
@@ -49,7 +51,7 @@ wait_port "$WORK/shard.port" "${PIDS[-1]}"
 SHARD="127.0.0.1:$(cat "$WORK/shard.port")"
 "$BIN/strata-serving" --port=0 --port_file="$WORK/serving.port" \
   --shards="$SHARD" --data_dir="$WORK/serving" --cache_rows="$CACHE_ROWS" \
-  --log_level=warning 2>"$WORK/serving.log" &
+  --log_level=warning ${SERVING_FLAGS:-} 2>"$WORK/serving.log" &
 PIDS+=($!)
 wait_port "$WORK/serving.port" "${PIDS[-1]}"
 SERVING="127.0.0.1:$(cat "$WORK/serving.port")"
@@ -87,6 +89,15 @@ for percent in 25 50 90; do
   run "lookup 1000 keys, open loop at ${percent}% (${qps}/s)" \
     --mode=serving-lookup --serving="$SERVING" --table=bench --batch=1000 \
     --qps="$qps"
+done
+# Overload: open loop past the maximum, with an online caller's deadline
+# (OVERLOAD_TIMEOUT_MS). requests/s counts the answered ones (goodput);
+# errors are the refused (RESOURCE_EXHAUSTED) and expired ones.
+for factor in ${OVERLOAD_FACTORS:-2 10}; do
+  qps=$((MAX_QPS * factor))
+  run "lookup 1000 keys, open loop at ${factor}x (${qps}/s), ${OVERLOAD_TIMEOUT_MS:-50} ms deadline" \
+    --mode=serving-lookup --serving="$SERVING" --table=bench --batch=1000 \
+    --qps="$qps" --timeout_ms="${OVERLOAD_TIMEOUT_MS:-50}"
 done
 
 mkdir -p "$OUT_DIR"

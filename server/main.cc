@@ -47,6 +47,13 @@ ABSL_FLAG(int64_t, push_window_ttl_s, 3600,
 ABSL_FLAG(int64_t, max_push_windows, 100000,
           "Most clients whose push windows are kept; past it the least "
           "recently used are forgotten at the next sweep.");
+ABSL_FLAG(int, request_threads, 0,
+          "Threads serving pulls and pushes (0: one per core).");
+ABSL_FLAG(int64_t, max_queued_requests, 64,
+          "Pulls and pushes waiting for a thread; past it one is refused at "
+          "once with "
+          "RESOURCE_EXHAUSTED (clients retry with backoff), and one whose "
+          "deadline passed while it waited is dropped unprocessed.");
 ABSL_FLAG(int, max_subscribers, 16,
           "Change streams (serving followers) served at once; more are "
           "refused with RESOURCE_EXHAUSTED. Each may hold a copy of the "
@@ -203,6 +210,12 @@ int Run() {
       !fits.ok()) {
     return UsageError(std::string(fits.message()));
   }
+  if (absl::GetFlag(FLAGS_request_threads) < 0) {
+    return UsageError("--request_threads must be >= 0");
+  }
+  if (absl::GetFlag(FLAGS_max_queued_requests) < 1) {
+    return UsageError("--max_queued_requests must be >= 1");
+  }
   if (absl::GetFlag(FLAGS_max_subscribers) < 1) {
     return UsageError("--max_subscribers must be >= 1");
   }
@@ -280,6 +293,9 @@ int Run() {
   service_options.auth_token = security->auth_token;
   service_options.auth_reads = absl::GetFlag(FLAGS_auth_reads);
   service_options.max_subscribers = absl::GetFlag(FLAGS_max_subscribers);
+  service_options.request_threads = absl::GetFlag(FLAGS_request_threads);
+  service_options.max_queued_requests =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_requests));
   service_options.subscriber_stall_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_subscriber_stall_timeout_s));
   ShardService service(service_options);

@@ -41,7 +41,12 @@ class RefusedStream final : public grpc::ServerWriteReactor<v1::ChangeBatch> {
 }  // namespace
 
 ShardService::ShardService(const ShardServiceOptions& options)
-    : options_(options), start_time_(options.clock->Now()) {}
+    : options_(options),
+      start_time_(options.clock->Now()),
+      queue_(std::make_unique<WorkQueue>(WorkQueue::Options{
+          options.request_threads, options.max_queued_requests})) {}
+
+ShardService::~ShardService() { queue_.reset(); }
 
 absl::Status ShardService::Authorize(grpc::CallbackServerContext* context,
                                      ShardMethod method) const {
@@ -73,6 +78,39 @@ grpc::ServerUnaryReactor* ShardService::Run(
   metrics_.Record(method, status.code(), options_.clock->Now() - start);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* ShardService::RunQueued(
+    grpc::CallbackServerContext* context, ShardMethod method,
+    std::function<absl::Status()> body) {
+  const absl::Time start = options_.clock->Now();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  auto finish = [this, reactor, method, start](const absl::Status& status) {
+    metrics_.Record(method, status.code(), options_.clock->Now() - start);
+    reactor->Finish(ToGrpcStatus(status));
+  };
+  if (absl::Status authorized = Authorize(context, method); !authorized.ok()) {
+    finish(authorized);
+    return reactor;
+  }
+  const bool queued = queue_->Submit(
+      context->deadline(),
+      [context, body = std::move(body), finish](bool expired) {
+        if (expired || context->IsCancelled()) {
+          // Its caller has given up: no work is done for it.
+          finish(absl::DeadlineExceededError(
+              "dropped unprocessed: the request's deadline passed while it "
+              "waited to be served"));
+          return;
+        }
+        finish(body());
+      });
+  if (!queued) {
+    finish(absl::ResourceExhaustedError(absl::StrCat(
+        "overloaded: ", queue_->max_queued(),
+        " requests wait already (--max_queued_requests); retry later")));
+  }
   return reactor;
 }
 
@@ -147,7 +185,9 @@ absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
     response_bytes += value_bytes.back();
     if (response_bytes > options_.max_response_bytes) {
       // Refused before anything is allocated for the answer.
-      return absl::ResourceExhaustedError(absl::StrCat(
+      // INVALID_ARGUMENT, not RESOURCE_EXHAUSTED: the same request can never
+      // succeed, so clients must not retry it.
+      return absl::InvalidArgumentError(absl::StrCat(
           "pull answer would hold over ", response_bytes,
           " bytes of values (keys x dim x value size, at table '",
           batch.table(), "' of dimension ", config.dim, "), over the limit of ",
@@ -253,7 +293,7 @@ grpc::ServerUnaryReactor* ShardService::ListTables(
 grpc::ServerUnaryReactor* ShardService::Pull(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
-  return Run(context, ShardMethod::kPull, [&]() -> absl::Status {
+  return RunQueued(context, ShardMethod::kPull, [=]() -> absl::Status {
     v1::PullRequest parsed;
     grpc::ByteBuffer copy(*request);  // Shares the slices; no bytes copied.
     if (!grpc::SerializationTraits<v1::PullRequest>::Deserialize(&copy, &parsed)
@@ -268,8 +308,8 @@ grpc::ServerUnaryReactor* ShardService::Pull(
 grpc::ServerUnaryReactor* ShardService::Push(
     grpc::CallbackServerContext* context, const v1::PushRequest* request,
     v1::PushResponse* response) {
-  return Run(context, ShardMethod::kPush,
-             [&] { return DoPush(*request, *response); });
+  return RunQueued(context, ShardMethod::kPush,
+                   [=] { return DoPush(*request, *response); });
 }
 
 grpc::ServerUnaryReactor* ShardService::Checkpoint(

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -10,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/work_queue.h"
 #include "embedding/embedding_store.h"
 #include "proto/strata.grpc.pb.h"
 #include "server/request_metrics.h"
@@ -33,6 +35,13 @@ struct ShardServiceOptions {
   // checked before anything is looked up. Default: 512 MiB less room for
   // the keys and framing.
   uint64_t max_response_bytes = (uint64_t{512} << 20) - (uint64_t{16} << 20);
+  // Pulls and pushes wait for `request_threads` threads (0: the machine's
+  // cores) in a queue of at most `max_queued_requests`; past it they are
+  // refused with RESOURCE_EXHAUSTED at once, and one whose deadline passed
+  // while it waited is dropped unprocessed (DEADLINE_EXCEEDED). Defaults:
+  // 0, 64.
+  int request_threads = 0;
+  size_t max_queued_requests = 64;
   // Change streams (Subscribe) open at once; more are refused with
   // RESOURCE_EXHAUSTED. Each may hold a snapshot of the tables it follows
   // while it is sent. Default: 16.
@@ -55,6 +64,8 @@ class ShardService final
           v1::ParameterServer::CallbackService> {
  public:
   explicit ShardService(const ShardServiceOptions& options);
+  // Finishes the data path calls still queued (as expired or served).
+  ~ShardService() override;
 
   grpc::ServerUnaryReactor* CreateTable(
       grpc::CallbackServerContext* context,
@@ -99,6 +110,11 @@ class ShardService final
   template <typename Body>
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
                                 ShardMethod method, Body body);
+  // Like Run, but `body` runs on the request queue's threads (data path
+  // calls, which shed load); it must capture what it uses by value.
+  grpc::ServerUnaryReactor* RunQueued(grpc::CallbackServerContext* context,
+                                      ShardMethod method,
+                                      std::function<absl::Status()> body);
 
   // OK unless `method` needs the token and the call lacks it (see
   // ShardServiceOptions::auth_token).
@@ -113,6 +129,8 @@ class ShardService final
   ShardServiceOptions options_;
   absl::Time start_time_;
   RequestMetrics metrics_;
+  // Last member: destroyed first, finishing the calls it still holds.
+  std::unique_ptr<WorkQueue> queue_;
   // Change streams open now; shared with each stream, which gives its slot
   // back when it ends.
   std::shared_ptr<std::atomic<int>> subscribers_ =

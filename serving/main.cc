@@ -47,6 +47,12 @@ ABSL_FLAG(int64_t, cache_rows, 1 << 20,
 ABSL_FLAG(std::string, unknown_keys, "zeros",
           "What a lookup returns for a key without a row: 'zeros', or "
           "'initializer' (the table's initial value, as training would).");
+ABSL_FLAG(int, request_threads, 0,
+          "Threads serving lookups (0: one per core).");
+ABSL_FLAG(int64_t, max_queued_requests, 64,
+          "Lookups waiting for a thread; past it one is refused at once with "
+          "RESOURCE_EXHAUSTED (clients retry with backoff), and one whose "
+          "deadline passed while it waited is dropped unprocessed.");
 ABSL_FLAG(int64_t, max_keys_per_request, 262144,
           "Largest number of keys one Lookup may carry.");
 ABSL_FLAG(bool, auth_reads, false,
@@ -120,6 +126,12 @@ absl::StatusOr<Config> ReadFlags() {
         absl::StrCat("--unknown_keys: ", unknown.status().message()));
   }
   config.store.unknown_keys = *unknown;
+  if (absl::GetFlag(FLAGS_request_threads) < 0) {
+    return absl::InvalidArgumentError("--request_threads must be >= 0");
+  }
+  if (absl::GetFlag(FLAGS_max_queued_requests) < 1) {
+    return absl::InvalidArgumentError("--max_queued_requests must be >= 1");
+  }
   if (absl::GetFlag(FLAGS_max_keys_per_request) < 1) {
     return absl::InvalidArgumentError("--max_keys_per_request must be >= 1");
   }
@@ -240,6 +252,9 @@ int Run() {
   service_options.mode = offline ? "offline" : "follow";
   service_options.max_keys_per_request =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_keys_per_request));
+  service_options.request_threads = absl::GetFlag(FLAGS_request_threads);
+  service_options.max_queued_requests =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_requests));
   service_options.auth_token = security->daemon.auth_token;
   service_options.auth_reads = absl::GetFlag(FLAGS_auth_reads);
   service_options.shards = [&followers, &offline_states] {

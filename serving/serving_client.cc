@@ -57,8 +57,11 @@ absl::Status ServingClient::WithRetries(
         static_cast<absl::StatusCode>(status.error_code()),
         absl::StrCat("serving ", options_.endpoints[replica], ": ",
                      status.error_message()));
-    if (status.error_code() != grpc::StatusCode::UNAVAILABLE ||
-        options_.clock->Now() + backoff > give_up) {
+    // Down or overloaded: retried with backoff on the next replica.
+    const bool retryable =
+        status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    if (!retryable || options_.clock->Now() + backoff > give_up) {
       return error;
     }
     options_.clock->SleepFor(backoff);

@@ -29,7 +29,11 @@ v1::FollowedShard ToProto(const FollowState& state) {
 }  // namespace
 
 ServingService::ServingService(const ServingServiceOptions& options)
-    : options_(options) {}
+    : options_(options),
+      queue_(std::make_unique<WorkQueue>(WorkQueue::Options{
+          options.request_threads, options.max_queued_requests})) {}
+
+ServingService::~ServingService() { queue_.reset(); }
 
 void ServingService::Record(Method method, absl::StatusCode code,
                             absl::Duration latency) {
@@ -94,11 +98,33 @@ grpc::ServerUnaryReactor* ServingService::Lookup(
     grpc::CallbackServerContext* context, const v1::LookupRequest* request,
     v1::LookupResponse* response) {
   const absl::Time start = options_.clock->Now();
-  absl::Status status = AuthorizeRead(context, kLookup);
-  if (status.ok()) status = DoLookup(*request, *response);
-  Record(kLookup, status.code(), options_.clock->Now() - start);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
+  auto finish = [this, reactor, start](const absl::Status& status) {
+    Record(kLookup, status.code(), options_.clock->Now() - start);
+    reactor->Finish(ToGrpcStatus(status));
+  };
+  if (absl::Status authorized = AuthorizeRead(context, kLookup);
+      !authorized.ok()) {
+    finish(authorized);
+    return reactor;
+  }
+  const bool queued = queue_->Submit(
+      context->deadline(),
+      [this, context, request, response, finish](bool expired) {
+        if (expired || context->IsCancelled()) {
+          // Its caller has given up: no work is done for it.
+          finish(absl::DeadlineExceededError(
+              "dropped unprocessed: the lookup's deadline passed while it "
+              "waited to be served"));
+          return;
+        }
+        finish(DoLookup(*request, *response));
+      });
+  if (!queued) {
+    finish(absl::ResourceExhaustedError(absl::StrCat(
+        "overloaded: ", queue_->max_queued(),
+        " lookups wait already (--max_queued_requests); retry later")));
+  }
   return reactor;
 }
 

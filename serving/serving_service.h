@@ -5,11 +5,13 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "common/clock.h"
+#include "common/work_queue.h"
 #include "proto/strata.grpc.pb.h"
 #include "serving/serving_store.h"
 #include "serving/shard_follower.h"
@@ -25,6 +27,12 @@ struct ServingServiceOptions {
   std::function<std::vector<FollowState>()> shards;
   // Keys in one Lookup. Default: 262144.
   uint64_t max_keys_per_request = 262144;
+  // Lookups wait for `request_threads` threads (0: the machine's cores) in
+  // a queue of at most `max_queued_requests`; past it they are refused with
+  // RESOURCE_EXHAUSTED at once, and one whose deadline passed while it
+  // waited is dropped unprocessed (DEADLINE_EXCEEDED). Defaults: 0, 64.
+  int request_threads = 0;
+  size_t max_queued_requests = 64;
   // The bearer token that protected calls must carry; empty: no check.
   // Lookup and Status are reads: they need it only with auth_reads.
   std::string auth_token;
@@ -39,6 +47,8 @@ struct ServingServiceOptions {
 class ServingService final : public v1::ServingService::CallbackService {
  public:
   explicit ServingService(const ServingServiceOptions& options);
+  // Finishes the lookups still queued.
+  ~ServingService() override;
 
   grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
                                    const v1::LookupRequest* request,
@@ -75,6 +85,8 @@ class ServingService final : public v1::ServingService::CallbackService {
   std::atomic<uint64_t> lookup_micros_{0};
   std::atomic<uint64_t> keys_{0};
   std::atomic<uint64_t> missing_keys_{0};
+  // Last member: destroyed first, finishing the lookups it still holds.
+  std::unique_ptr<WorkQueue> queue_;
 };
 
 }  // namespace strata

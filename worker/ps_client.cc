@@ -125,7 +125,10 @@ absl::Status PsClient::FanOut(
     absl::Status last_unavailable;
     for (size_t i = 0; i < shards.size(); ++i) {
       if (results[i].ok()) continue;
-      if (results[i].code() != absl::StatusCode::kUnavailable) {
+      // UNAVAILABLE (down, restarting) and RESOURCE_EXHAUSTED (overloaded,
+      // or a full disk) may pass: retried with backoff.
+      if (results[i].code() != absl::StatusCode::kUnavailable &&
+          results[i].code() != absl::StatusCode::kResourceExhausted) {
         return results[i];
       }
       retry.push_back(shards[i]);

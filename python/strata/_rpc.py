@@ -42,7 +42,8 @@ def parse_endpoints(endpoints):
 
 class RetryPolicy:
     """Every call has a deadline (`timeout` seconds, retries included).
-    UNAVAILABLE answers are retried on the next endpoint at once, and after
+    UNAVAILABLE and RESOURCE_EXHAUSTED (overloaded) answers are retried on
+    the next endpoint at once, and after
     each full round over the endpoints with an exponential, jittered backoff
     starting at `initial_backoff` and capped at `max_backoff` seconds, until
     the deadline. Other errors are raised at once."""
@@ -104,7 +105,9 @@ class EndpointPool:
                                                            timeout=remaining)
             except grpc.RpcError as e:
                 code = e.code()
-                if code == grpc.StatusCode.UNAVAILABLE:
+                if code in (grpc.StatusCode.UNAVAILABLE,
+                            grpc.StatusCode.RESOURCE_EXHAUSTED):
+                    # Down or overloaded: retried with backoff.
                     last_unavailable = (e, endpoint)
                 elif (code == grpc.StatusCode.DEADLINE_EXCEEDED
                       and last_unavailable is not None):

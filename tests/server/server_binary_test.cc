@@ -236,7 +236,7 @@ TEST(ServerBinaryTest, PullWhoseAnswerIsTooLargeIsRefusedBeforeBuildingIt) {
   std::vector<uint64_t> keys(65536);
   for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
   EXPECT_THAT(client.Pull("wide", keys),
-              StatusIs(absl::StatusCode::kResourceExhausted,
+              StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("over the limit"),
                              HasSubstr("dimension 4096"))));
   EXPECT_LT(PeakResidentMiB(server.pid()), 256u);

@@ -1,0 +1,67 @@
+#include "common/work_queue.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace strata {
+
+WorkQueue::WorkQueue(const Options& options)
+    : max_queued_(std::max<size_t>(1, options.max_queued)) {
+  const int threads =
+      options.threads > 0
+          ? options.threads
+          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Serve(); });
+}
+
+WorkQueue::~WorkQueue() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  for (std::thread& thread : threads_) thread.join();
+}
+
+bool WorkQueue::Submit(Deadline deadline, Work work) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_ || queue_.size() >= max_queued_) {
+    ++refused_;
+    return false;
+  }
+  queue_.push_back(Item{deadline, std::move(work)});
+  return true;
+}
+
+void WorkQueue::Serve() {
+  while (true) {
+    Item item;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+        return !queue_.empty() || stopping_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (queue_.empty()) return;  // Stopping, and nothing left.
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    const bool expired = item.deadline <= std::chrono::system_clock::now();
+    if (expired) {
+      absl::MutexLock lock(&mu_);
+      ++expired_;
+    }
+    item.work(expired);
+  }
+}
+
+uint64_t WorkQueue::refused() const {
+  absl::MutexLock lock(&mu_);
+  return refused_;
+}
+
+uint64_t WorkQueue::expired() const {
+  absl::MutexLock lock(&mu_);
+  return expired_;
+}
+
+}  // namespace strata

@@ -1,0 +1,76 @@
+#ifndef STRATA_COMMON_WORK_QUEUE_H_
+#define STRATA_COMMON_WORK_QUEUE_H_
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace strata {
+
+// Load shedding for a server's data path: calls wait in a bounded queue for
+// a fixed pool of threads. A call that finds the queue full is refused at
+// once (Submit returns false: the caller answers RESOURCE_EXHAUSTED, which
+// clients retry with backoff), and a call whose deadline passed while it
+// waited is handed to its work as expired, to be answered without being
+// done. So an overloaded server spends its time on calls that can still be
+// answered in time instead of on a queue every caller has given up on.
+// Thread-safe.
+//
+// Example:
+//   if (!queue.Submit(context->deadline(), [=](bool expired) {
+//         reactor->Finish(expired ? kDropped : Serve(*request, response));
+//       })) {
+//     reactor->Finish(kOverloaded);
+//   }
+class WorkQueue {
+ public:
+  using Deadline = std::chrono::system_clock::time_point;
+  // `expired`: the deadline passed before a thread took it.
+  using Work = std::function<void(bool expired)>;
+
+  struct Options {
+    // Threads doing the work. Default: the machine's cores.
+    int threads = 0;
+    // Calls waiting for a thread; past it Submit refuses. Default: 256.
+    size_t max_queued = 256;
+  };
+
+  explicit WorkQueue(const Options& options);
+  // Finishes what is queued (as expired when its deadline passed), then
+  // joins the threads.
+  ~WorkQueue();
+  WorkQueue(const WorkQueue&) = delete;
+  WorkQueue& operator=(const WorkQueue&) = delete;
+
+  // Queues `work`; false (and `work` dropped unrun) when the queue is full.
+  bool Submit(Deadline deadline, Work work);
+
+  uint64_t refused() const;
+  uint64_t expired() const;
+  size_t max_queued() const { return max_queued_; }
+
+ private:
+  struct Item {
+    Deadline deadline;
+    Work work;
+  };
+  void Serve();
+
+  const size_t max_queued_;
+  mutable absl::Mutex mu_;
+  std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t refused_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t expired_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace strata
+
+#endif  // STRATA_COMMON_WORK_QUEUE_H_
