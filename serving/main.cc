@@ -42,6 +42,9 @@ ABSL_FLAG(std::string, tables, "",
 ABSL_FLAG(std::string, data_dir, "",
           "Directory of the serving store (required). A restart on the same "
           "directory resumes each shard's stream where it stopped.");
+ABSL_FLAG(int64_t, write_buffer_mb, 64,
+          "RocksDB memtable size in MiB; each column family may hold two, "
+          "which counts against memory next to --cache_rows.");
 ABSL_FLAG(int64_t, cache_rows, 1 << 20,
           "Rows kept in memory in front of the store; 0 disables the cache.");
 ABSL_FLAG(std::string, unknown_keys, "zeros",
@@ -114,6 +117,11 @@ absl::StatusOr<Config> ReadFlags() {
   if (config.store.data_dir.empty()) {
     return absl::InvalidArgumentError("--data_dir is required");
   }
+  if (absl::GetFlag(FLAGS_write_buffer_mb) < 1) {
+    return absl::InvalidArgumentError("--write_buffer_mb must be >= 1");
+  }
+  config.store.write_buffer_bytes =
+      static_cast<size_t>(absl::GetFlag(FLAGS_write_buffer_mb)) << 20;
   if (absl::GetFlag(FLAGS_cache_rows) < 0) {
     return absl::InvalidArgumentError("--cache_rows must be >= 0");
   }

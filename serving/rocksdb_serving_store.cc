@@ -50,6 +50,7 @@ absl::Status RocksDbServingStore::Init() {
   table_options.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
   db_options.table_factory.reset(
       rocksdb::NewBlockBasedTableFactory(table_options));
+  db_options.write_buffer_size = options_.write_buffer_bytes;
   const rocksdb::ColumnFamilyOptions family_options(db_options);
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, family_options},

@@ -1,6 +1,7 @@
 #ifndef STRATA_SERVING_SERVING_STORE_H_
 #define STRATA_SERVING_SERVING_STORE_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -39,6 +40,9 @@ struct ServingStoreOptions {
   uint64_t cache_rows = 1 << 20;
   // Default: kZeros.
   UnknownKeyPolicy unknown_keys = UnknownKeyPolicy::kZeros;
+  // RocksDB's memtable size (each column family may hold two): memory the
+  // store uses besides the cache. Default: 64 MiB.
+  size_t write_buffer_bytes = size_t{64} << 20;
   // RocksDB's environment; tests may pass rocksdb::NewMemEnv(). Default:
   // rocksdb::Env::Default().
   rocksdb::Env* rocksdb_env = nullptr;

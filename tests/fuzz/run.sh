@@ -15,18 +15,24 @@ mkdir -p "$out"
 cxx="${STRATA_FUZZ_CXX:-clang++-14}"
 flags=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -I"$root" -I"$build_dir/proto/gen")
-grpc_libs="$(pkg-config --libs grpc++) -lyaml-cpp"
+grpc_libs="$(pkg-config --libs grpc++ protobuf) -lyaml-cpp"
 
 # name: sources
 declare -A targets=(
   [pull_wire_fuzzer]="tests/fuzz/pull_wire_fuzzer.cc common/pull_wire.cc"
   [cluster_file_fuzzer]="tests/fuzz/cluster_file_fuzzer.cc common/cluster_file.cc"
   [checkpoint_manifest_fuzzer]="tests/fuzz/checkpoint_manifest_fuzzer.cc embedding/internal/checkpoint_manifest.cc"
+  [table_config_fuzzer]="tests/fuzz/table_config_fuzzer.cc server/table_config_proto.cc embedding/table_config.cc BUILD/proto/gen/proto/strata.pb.cc"
 )
 total=0
 for name in "${!targets[@]}"; do
   sources=()
-  for source in ${targets[$name]}; do sources+=("$root/$source"); done
+  for source in ${targets[$name]}; do
+    case "$source" in
+      BUILD/*) sources+=("$build_dir/${source#BUILD/}") ;;
+      *) sources+=("$root/$source") ;;
+    esac
+  done
   # shellcheck disable=SC2086
   "$cxx" "${flags[@]}" "${sources[@]}" -o "$out/$name" $grpc_libs
   corpus="$out/$name.corpus"
