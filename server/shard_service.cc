@@ -10,6 +10,7 @@
 #include "common/grpc_status.h"
 #include "common/hash.h"
 #include "common/pull_wire.h"
+#include "common/raw_message.h"
 #include "common/status_macros.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "server/internal/subscription.h"
@@ -79,6 +80,22 @@ grpc::ServerUnaryReactor* ShardService::Run(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
+}
+
+template <typename Request, typename Response, typename Body>
+grpc::ServerUnaryReactor* ShardService::RunTyped(
+    grpc::CallbackServerContext* context, ShardMethod method,
+    const grpc::ByteBuffer* request_bytes, grpc::ByteBuffer* response_bytes,
+    Body body) {
+  return Run(context, method, [&]() -> absl::Status {
+    Request request;
+    STRATA_RETURN_IF_ERROR(ParseRequest(
+        *request_bytes, RequestMetrics::MethodName(method), &request));
+    Response response;
+    STRATA_RETURN_IF_ERROR(body(request, response));
+    SerializeResponse(response, response_bytes);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* ShardService::RunQueued(
@@ -273,21 +290,28 @@ absl::Status ShardService::DoPush(const v1::PushRequest& request,
 }
 
 grpc::ServerUnaryReactor* ShardService::CreateTable(
-    grpc::CallbackServerContext* context, const v1::CreateTableRequest* request,
-    v1::CreateTableResponse* response) {
-  return Run(context, ShardMethod::kCreateTable,
-             [&] { return DoCreateTable(*request, *response); });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes) {
+  return RunTyped<v1::CreateTableRequest, v1::CreateTableResponse>(
+      context, ShardMethod::kCreateTable, request_bytes, response_bytes,
+      [this](const v1::CreateTableRequest& request,
+             v1::CreateTableResponse& response) -> absl::Status {
+        return DoCreateTable(request, response);
+      });
 }
 
 grpc::ServerUnaryReactor* ShardService::ListTables(
-    grpc::CallbackServerContext* context, const v1::ListTablesRequest*,
-    v1::ListTablesResponse* response) {
-  return Run(context, ShardMethod::kListTables, [&] {
-    for (const TableStats& stats : options_.store->ListTables()) {
-      *response->add_tables() = TableInfoFromStats(stats);
-    }
-    return absl::OkStatus();
-  });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes) {
+  return RunTyped<v1::ListTablesRequest, v1::ListTablesResponse>(
+      context, ShardMethod::kListTables, request_bytes, response_bytes,
+      [this](const v1::ListTablesRequest&,
+             v1::ListTablesResponse& response) -> absl::Status {
+        for (const TableStats& stats : options_.store->ListTables()) {
+          *response.add_tables() = TableInfoFromStats(stats);
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* ShardService::Pull(
@@ -295,84 +319,98 @@ grpc::ServerUnaryReactor* ShardService::Pull(
     grpc::ByteBuffer* response) {
   return RunQueued(context, ShardMethod::kPull, [=]() -> absl::Status {
     v1::PullRequest parsed;
-    grpc::ByteBuffer copy(*request);  // Shares the slices; no bytes copied.
-    if (!grpc::SerializationTraits<v1::PullRequest>::Deserialize(&copy, &parsed)
-             .ok()) {
-      return absl::InvalidArgumentError("pull request is not a PullRequest");
-    }
+    STRATA_RETURN_IF_ERROR(ParseRequest(*request, "Pull", &parsed));
     STRATA_ASSIGN_OR_RETURN(*response, DoPull(parsed));
     return absl::OkStatus();
   });
 }
 
 grpc::ServerUnaryReactor* ShardService::Push(
-    grpc::CallbackServerContext* context, const v1::PushRequest* request,
-    v1::PushResponse* response) {
-  return RunQueued(context, ShardMethod::kPush,
-                   [=] { return DoPush(*request, *response); });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
+  return RunQueued(context, ShardMethod::kPush, [=]() -> absl::Status {
+    v1::PushRequest parsed;
+    STRATA_RETURN_IF_ERROR(ParseRequest(*request, "Push", &parsed));
+    v1::PushResponse answer;
+    STRATA_RETURN_IF_ERROR(DoPush(parsed, answer));
+    SerializeResponse(answer, response);
+    return absl::OkStatus();
+  });
 }
 
 grpc::ServerUnaryReactor* ShardService::Checkpoint(
-    grpc::CallbackServerContext* context, const v1::CheckpointRequest* request,
-    v1::CheckpointResponse* response) {
-  return Run(context, ShardMethod::kCheckpoint, [&]() -> absl::Status {
-    const std::string id = request->checkpoint_id().empty()
-                               ? absl::StrCat("step-", request->global_step())
-                               : request->checkpoint_id();
-    STRATA_ASSIGN_OR_RETURN(
-        CheckpointInfo info,
-        request->incremental()
-            ? options_.store->CheckpointIncremental(id, request->global_step())
-            : options_.store->Checkpoint(id, request->global_step()));
-    response->set_checkpoint_id(info.checkpoint_id);
-    response->set_global_step(info.global_step);
-    response->set_num_rows(info.num_rows);
-    response->set_parent_id(info.parent_id);
-    response->set_delta_rows(info.delta_rows);
-    return absl::OkStatus();
-  });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes) {
+  return RunTyped<v1::CheckpointRequest, v1::CheckpointResponse>(
+      context, ShardMethod::kCheckpoint, request_bytes, response_bytes,
+      [this](const v1::CheckpointRequest& request,
+             v1::CheckpointResponse& response) -> absl::Status {
+        const std::string id =
+            request.checkpoint_id().empty()
+                ? absl::StrCat("step-", request.global_step())
+                : request.checkpoint_id();
+        STRATA_ASSIGN_OR_RETURN(
+            CheckpointInfo info,
+            request.incremental()
+                ? options_.store->CheckpointIncremental(id,
+                                                        request.global_step())
+                : options_.store->Checkpoint(id, request.global_step()));
+        response.set_checkpoint_id(info.checkpoint_id);
+        response.set_global_step(info.global_step);
+        response.set_num_rows(info.num_rows);
+        response.set_parent_id(info.parent_id);
+        response.set_delta_rows(info.delta_rows);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* ShardService::Restore(
-    grpc::CallbackServerContext* context, const v1::RestoreRequest* request,
-    v1::RestoreResponse* response) {
-  return Run(context, ShardMethod::kRestore, [&]() -> absl::Status {
-    STRATA_ASSIGN_OR_RETURN(CheckpointInfo info,
-                            options_.store->Restore(request->checkpoint_id()));
-    response->set_global_step(info.global_step);
-    response->set_num_rows(info.num_rows);
-    return absl::OkStatus();
-  });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes) {
+  return RunTyped<v1::RestoreRequest, v1::RestoreResponse>(
+      context, ShardMethod::kRestore, request_bytes, response_bytes,
+      [this](const v1::RestoreRequest& request,
+             v1::RestoreResponse& response) -> absl::Status {
+        STRATA_ASSIGN_OR_RETURN(
+            CheckpointInfo info,
+            options_.store->Restore(request.checkpoint_id()));
+        response.set_global_step(info.global_step);
+        response.set_num_rows(info.num_rows);
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerUnaryReactor* ShardService::Stats(
-    grpc::CallbackServerContext* context, const v1::StatsRequest*,
-    v1::StatsResponse* response) {
-  return Run(context, ShardMethod::kStats, [&] {
-    response->set_shard_index(options_.shard_index);
-    response->set_num_shards(options_.num_shards);
-    response->set_durability(
-        std::string(DurabilityName(options_.store->durability())));
-    response->set_uptime_seconds(
-        absl::ToDoubleSeconds(options_.clock->Now() - start_time_));
-    response->set_pull_requests(metrics_.requests(ShardMethod::kPull));
-    response->set_push_requests(metrics_.requests(ShardMethod::kPush));
-    response->set_keys_pulled(metrics_.keys_pulled());
-    response->set_keys_pushed(metrics_.keys_pushed());
-    response->set_duplicate_pushes(metrics_.duplicate_pushes());
-    response->set_failed_requests(metrics_.failed_requests());
-    const StorageStats storage = options_.store->GetStorageStats();
-    response->set_failed_writes(storage.failed_writes);
-    response->set_unwritten_rows(storage.unwritten_rows);
-    response->set_write_error(storage.write_error);
-    for (const TableStats& stats : options_.store->ListTables()) {
-      *response->add_tables() = TableInfoFromStats(stats);
-    }
-    for (const std::string& id : options_.store->ListCheckpoints()) {
-      response->add_checkpoints(id);
-    }
-    return absl::OkStatus();
-  });
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes) {
+  return RunTyped<v1::StatsRequest, v1::StatsResponse>(
+      context, ShardMethod::kStats, request_bytes, response_bytes,
+      [this](const v1::StatsRequest&,
+             v1::StatsResponse& response) -> absl::Status {
+        response.set_shard_index(options_.shard_index);
+        response.set_num_shards(options_.num_shards);
+        response.set_durability(
+            std::string(DurabilityName(options_.store->durability())));
+        response.set_uptime_seconds(
+            absl::ToDoubleSeconds(options_.clock->Now() - start_time_));
+        response.set_pull_requests(metrics_.requests(ShardMethod::kPull));
+        response.set_push_requests(metrics_.requests(ShardMethod::kPush));
+        response.set_keys_pulled(metrics_.keys_pulled());
+        response.set_keys_pushed(metrics_.keys_pushed());
+        response.set_duplicate_pushes(metrics_.duplicate_pushes());
+        response.set_failed_requests(metrics_.failed_requests());
+        const StorageStats storage = options_.store->GetStorageStats();
+        response.set_failed_writes(storage.failed_writes);
+        response.set_unwritten_rows(storage.unwritten_rows);
+        response.set_write_error(storage.write_error);
+        for (const TableStats& stats : options_.store->ListTables()) {
+          *response.add_tables() = TableInfoFromStats(stats);
+        }
+        for (const std::string& id : options_.store->ListCheckpoints()) {
+          response.add_checkpoints(id);
+        }
+        return absl::OkStatus();
+      });
 }
 
 grpc::ServerWriteReactor<v1::ChangeBatch>* ShardService::Subscribe(

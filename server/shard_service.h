@@ -60,37 +60,42 @@ struct ShardServiceOptions {
 // Pull is served raw: its answer is written straight into gRPC's send buffer
 // (common/pull_wire.h) instead of going through a protobuf message.
 class ShardService final
-    : public v1::ParameterServer::WithRawCallbackMethod_Pull<
-          v1::ParameterServer::CallbackService> {
+    : public v1::ParameterServer::WithRawCallbackMethod_CreateTable<
+          v1::ParameterServer::WithRawCallbackMethod_ListTables<
+              v1::ParameterServer::WithRawCallbackMethod_Pull<
+                  v1::ParameterServer::WithRawCallbackMethod_Push<
+                      v1::ParameterServer::WithRawCallbackMethod_Checkpoint<
+                          v1::ParameterServer::WithRawCallbackMethod_Restore<
+                              v1::ParameterServer::WithRawCallbackMethod_Stats<
+                                  v1::ParameterServer::CallbackService>>>>>>> {
  public:
   explicit ShardService(const ShardServiceOptions& options);
   // Finishes the data path calls still queued (as expired or served).
   ~ShardService() override;
 
-  grpc::ServerUnaryReactor* CreateTable(
-      grpc::CallbackServerContext* context,
-      const v1::CreateTableRequest* request,
-      v1::CreateTableResponse* response) override;
-  grpc::ServerUnaryReactor* ListTables(
-      grpc::CallbackServerContext* context,
-      const v1::ListTablesRequest* request,
-      v1::ListTablesResponse* response) override;
+  // The unary methods are served raw (serialized bytes in and out), so that
+  // a request that does not parse gets INVALID_ARGUMENT naming the method.
+  grpc::ServerUnaryReactor* CreateTable(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* ListTables(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Pull(grpc::CallbackServerContext* context,
                                  const grpc::ByteBuffer* request,
                                  grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Push(grpc::CallbackServerContext* context,
-                                 const v1::PushRequest* request,
-                                 v1::PushResponse* response) override;
-  grpc::ServerUnaryReactor* Checkpoint(
-      grpc::CallbackServerContext* context,
-      const v1::CheckpointRequest* request,
-      v1::CheckpointResponse* response) override;
+                                 const grpc::ByteBuffer* request,
+                                 grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Checkpoint(grpc::CallbackServerContext* context,
+                                       const grpc::ByteBuffer* request,
+                                       grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Restore(grpc::CallbackServerContext* context,
-                                    const v1::RestoreRequest* request,
-                                    v1::RestoreResponse* response) override;
+                                    const grpc::ByteBuffer* request,
+                                    grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* context,
-                                  const v1::StatsRequest* request,
-                                  v1::StatsResponse* response) override;
+                                  const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<v1::ChangeBatch>* Subscribe(
       grpc::CallbackServerContext* context,
       const v1::SubscribeRequest* request) override;
@@ -110,6 +115,15 @@ class ShardService final
   template <typename Body>
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
                                 ShardMethod method, Body body);
+  // Run for a raw method: parses the request (INVALID_ARGUMENT naming the
+  // method when it does not parse), runs body(request, response) and
+  // serializes the response.
+  template <typename Request, typename Response, typename Body>
+  grpc::ServerUnaryReactor* RunTyped(grpc::CallbackServerContext* context,
+                                     ShardMethod method,
+                                     const grpc::ByteBuffer* request_bytes,
+                                     grpc::ByteBuffer* response_bytes,
+                                     Body body);
   // Like Run, but `body` runs on the request queue's threads (data path
   // calls, which shed load); it must capture what it uses by value.
   grpc::ServerUnaryReactor* RunQueued(grpc::CallbackServerContext* context,

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
 #include "common/grpc_status.h"
+#include "common/raw_message.h"
 #include "server/table_config_proto.h"
 #include "serving/status_page.h"
 
@@ -95,8 +96,8 @@ void ServingService::DoStatus(v1::ServingStatusResponse& response) {
 }
 
 grpc::ServerUnaryReactor* ServingService::Lookup(
-    grpc::CallbackServerContext* context, const v1::LookupRequest* request,
-    v1::LookupResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   const absl::Time start = options_.clock->Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   auto finish = [this, reactor, start](const absl::Status& status) {
@@ -118,7 +119,12 @@ grpc::ServerUnaryReactor* ServingService::Lookup(
               "waited to be served"));
           return;
         }
-        finish(DoLookup(*request, *response));
+        v1::LookupRequest parsed;
+        absl::Status status = ParseRequest(*request, "Lookup", &parsed);
+        v1::LookupResponse answer;
+        if (status.ok()) status = DoLookup(parsed, answer);
+        if (status.ok()) SerializeResponse(answer, response);
+        finish(status);
       });
   if (!queued) {
     finish(absl::ResourceExhaustedError(absl::StrCat(
@@ -129,11 +135,17 @@ grpc::ServerUnaryReactor* ServingService::Lookup(
 }
 
 grpc::ServerUnaryReactor* ServingService::Status(
-    grpc::CallbackServerContext* context, const v1::ServingStatusRequest*,
-    v1::ServingStatusResponse* response) {
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
+    grpc::ByteBuffer* response) {
   const absl::Time start = options_.clock->Now();
-  const absl::Status status = AuthorizeRead(context, kStatus);
-  if (status.ok()) DoStatus(*response);
+  absl::Status status = AuthorizeRead(context, kStatus);
+  v1::ServingStatusRequest parsed;
+  if (status.ok()) status = ParseRequest(*request, "Status", &parsed);
+  if (status.ok()) {
+    v1::ServingStatusResponse answer;
+    DoStatus(answer);
+    SerializeResponse(answer, response);
+  }
   Record(kStatus, status.code(), options_.clock->Now() - start);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));

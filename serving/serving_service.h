@@ -44,19 +44,23 @@ struct ServingServiceOptions {
 // The gRPC adapter of the serving PS (ServingService: Lookup, Status):
 // read-only, so the training service's writes are not even registered on
 // its port. Thread-safe.
-class ServingService final : public v1::ServingService::CallbackService {
+class ServingService final
+    : public v1::ServingService::WithRawCallbackMethod_Lookup<
+          v1::ServingService::WithRawCallbackMethod_Status<
+              v1::ServingService::CallbackService>> {
  public:
   explicit ServingService(const ServingServiceOptions& options);
   // Finishes the lookups still queued.
   ~ServingService() override;
 
+  // Served raw (serialized bytes in and out), so that a request that does
+  // not parse gets INVALID_ARGUMENT naming the method.
   grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
-                                   const v1::LookupRequest* request,
-                                   v1::LookupResponse* response) override;
-  grpc::ServerUnaryReactor* Status(
-      grpc::CallbackServerContext* context,
-      const v1::ServingStatusRequest* request,
-      v1::ServingStatusResponse* response) override;
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
+                                   const grpc::ByteBuffer* request,
+                                   grpc::ByteBuffer* response) override;
 
   // The domain logic of each RPC, without gRPC; public for tests.
   // NOT_FOUND for an unknown table, INVALID_ARGUMENT for no keys or more

@@ -92,3 +92,17 @@ def test_calls_retry_unavailable_until_a_late_shard_comes_up():
         timer.cancel()
         timer.join()
         cluster.stop()
+
+
+@pytest.mark.parametrize("method", ["CreateTable", "ListTables", "Pull",
+                                    "Push", "Checkpoint", "Restore", "Stats"])
+def test_a_request_that_does_not_parse_is_invalid_argument_naming_it(
+        shard_addresses, method):
+    import grpc
+    with grpc.insecure_channel(shard_addresses[0]) as channel:
+        call = channel.unary_unary(f"/strata.v1.ParameterServer/{method}")
+        with pytest.raises(grpc.RpcError) as raised:
+            call(b"\xff\xff\xff", timeout=10)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert method in raised.value.details()
+    assert "is not a strata.v1." in raised.value.details()

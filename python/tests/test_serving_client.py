@@ -201,3 +201,15 @@ def test_dead_endpoint_raises_unavailable_after_the_deadline():
         with pytest.raises(strata.UnavailableError):
             client.status(timeout=0.3)
         assert 0.2 <= time.monotonic() - start < 2.0
+
+
+@pytest.mark.parametrize("method", ["Lookup", "Status"])
+def test_a_serving_request_that_does_not_parse_is_invalid_argument(
+        serving_address, method):
+    import grpc
+    with grpc.insecure_channel(serving_address) as channel:
+        call = channel.unary_unary(f"/strata.v1.ServingService/{method}")
+        with pytest.raises(grpc.RpcError) as raised:
+            call(b"\xff\xff\xff", timeout=10)
+    assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert method in raised.value.details()

@@ -329,7 +329,9 @@ TEST_F(SubscriberLimitTest, AFollowerThatStopsReadingIsCutOffAndFreesItsSlot) {
     Push("a", keys, 0.25f);
   }
   grpc::ClientReader<v1::ChangeBatch>* stalled = Subscribe(0, 0);
-  // It reads nothing; after the stall timeout the shard ends it.
+  // Holding the one slot (its snapshot began), it reads nothing more; after
+  // the stall timeout the shard ends it.
+  EXPECT_EQ(Next(stalled).kind(), v1::ChangeBatch::SNAPSHOT_BEGIN);
   EXPECT_TRUE(AcceptedWithin(absl::Seconds(15)));
   v1::ChangeBatch batch;
   while (stalled->Read(&batch)) {
