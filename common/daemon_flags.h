@@ -4,6 +4,7 @@
 // The flags every Strata daemon (strata-server, strata-serving) has, defined
 // once so that they mean the same everywhere.
 
+#include <cstdint>
 #include <string>
 
 #include "absl/flags/declare.h"
@@ -16,5 +17,7 @@ ABSL_DECLARE_FLAG(std::string, tls_cert_file);
 ABSL_DECLARE_FLAG(std::string, tls_key_file);
 ABSL_DECLARE_FLAG(std::string, tls_client_ca_file);
 ABSL_DECLARE_FLAG(std::string, auth_token_file);
+ABSL_DECLARE_FLAG(int, request_threads);
+ABSL_DECLARE_FLAG(int64_t, max_queued_requests);
 
 #endif  // STRATA_COMMON_DAEMON_FLAGS_H_

@@ -47,13 +47,6 @@ ABSL_FLAG(int64_t, push_window_ttl_s, 3600,
 ABSL_FLAG(int64_t, max_push_windows, 100000,
           "Most clients whose push windows are kept; past it the least "
           "recently used are forgotten at the next sweep.");
-ABSL_FLAG(int, request_threads, 0,
-          "Threads serving pulls and pushes (0: one per core).");
-ABSL_FLAG(int64_t, max_queued_requests, 64,
-          "Pulls and pushes waiting for a thread; past it one is refused at "
-          "once with "
-          "RESOURCE_EXHAUSTED (clients retry with backoff), and one whose "
-          "deadline passed while it waited is dropped unprocessed.");
 ABSL_FLAG(int, max_subscribers, 16,
           "Change streams (serving followers) served at once; more are "
           "refused with RESOURCE_EXHAUSTED. Each may hold a copy of the "

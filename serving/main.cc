@@ -50,12 +50,6 @@ ABSL_FLAG(int64_t, cache_rows, 1 << 20,
 ABSL_FLAG(std::string, unknown_keys, "zeros",
           "What a lookup returns for a key without a row: 'zeros', or "
           "'initializer' (the table's initial value, as training would).");
-ABSL_FLAG(int, request_threads, 0,
-          "Threads serving lookups (0: one per core).");
-ABSL_FLAG(int64_t, max_queued_requests, 64,
-          "Lookups waiting for a thread; past it one is refused at once with "
-          "RESOURCE_EXHAUSTED (clients retry with backoff), and one whose "
-          "deadline passed while it waited is dropped unprocessed.");
 ABSL_FLAG(int64_t, max_keys_per_request, 262144,
           "Largest number of keys one Lookup may carry.");
 ABSL_FLAG(bool, auth_reads, false,

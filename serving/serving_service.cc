@@ -67,6 +67,14 @@ absl::Status ServingService::DoLookup(const v1::LookupRequest& request,
   absl::StatusOr<EmbeddingTableConfig> config =
       options_.store->GetTableConfig(request.table());
   if (!config.ok()) return config.status();
+  const uint64_t bytes = n * config->dim * sizeof(float);
+  if (bytes > options_.max_response_bytes) {
+    // Refused before the answer is allocated; it could never succeed.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lookup answer would hold ", bytes, " bytes of values (", n,
+        " keys of dimension ", config->dim, "), over the limit of ",
+        options_.max_response_bytes, " bytes: look up fewer keys per request"));
+  }
   response.set_dim(config->dim);
   response.mutable_values()->Resize(static_cast<int>(n * config->dim), 0.0f);
   absl::StatusOr<size_t> missing = options_.store->Lookup(

@@ -27,6 +27,9 @@ struct ServingServiceOptions {
   std::function<std::vector<FollowState>()> shards;
   // Keys in one Lookup. Default: 262144.
   uint64_t max_keys_per_request = 262144;
+  // Bytes of values one Lookup may answer with (keys x dim x 4), checked
+  // before anything is looked up. Default: 512 MiB less room for framing.
+  uint64_t max_response_bytes = (uint64_t{512} << 20) - (uint64_t{16} << 20);
   // Lookups wait for `request_threads` threads (0: the machine's cores) in
   // a queue of at most `max_queued_requests`; past it they are refused with
   // RESOURCE_EXHAUSTED at once, and one whose deadline passed while it

@@ -26,6 +26,7 @@ namespace strata {
 namespace {
 
 using ::strata::testing::IsOk;
+using ::strata::testing::ResidentMiB;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::ServerProcessOptions;
 
@@ -48,21 +49,6 @@ constexpr bool kSanitized = true;
 #else
 constexpr bool kSanitized = false;
 #endif
-
-// A resident-memory field of /proc/<pid>/status ("VmRSS", "VmHWM") in MiB.
-absl::StatusOr<uint64_t> ResidentMiB(pid_t pid, const std::string& field) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  for (std::string line; std::getline(status, line);) {
-    absl::string_view rest = line;
-    if (!absl::ConsumePrefix(&rest, field + ":")) continue;
-    rest = absl::StripAsciiWhitespace(rest);
-    absl::ConsumeSuffix(&rest, " kB");
-    uint64_t kb = 0;
-    if (!absl::SimpleAtoi(rest, &kb)) break;
-    return kb / 1024;
-  }
-  return absl::NotFoundError(absl::StrCat("no ", field, " for pid ", pid));
-}
 
 // The gradient of `key` in dimension d: the row is its negation (SGD,
 // learning rate 1, zeros), a value every key has its own of.

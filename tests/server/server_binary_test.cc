@@ -215,16 +215,6 @@ TEST(ServerBinaryTest, MaxKeysPerRequestFlagLimitsRequests) {
       StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("maximum of 4")));
 }
 
-// Peak resident memory of `pid` in MiB (VmHWM), 0 when unknown.
-uint64_t PeakResidentMiB(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  for (std::string line; std::getline(status, line);) {
-    if (line.rfind("VmHWM:", 0) != 0) continue;
-    return std::strtoull(line.c_str() + 6, nullptr, 10) / 1024;
-  }
-  return 0;
-}
-
 TEST(ServerBinaryTest, PullWhoseAnswerIsTooLargeIsRefusedBeforeBuildingIt) {
   ServerProcess server{ServerProcessOptions()};
   ASSERT_THAT(server.Start(), IsOk());
@@ -239,7 +229,9 @@ TEST(ServerBinaryTest, PullWhoseAnswerIsTooLargeIsRefusedBeforeBuildingIt) {
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("over the limit"),
                              HasSubstr("dimension 4096"))));
-  EXPECT_LT(PeakResidentMiB(server.pid()), 256u);
+  absl::StatusOr<uint64_t> peak = testing::ResidentMiB(server.pid(), "VmHWM");
+  ASSERT_THAT(peak.status(), IsOk());
+  EXPECT_LT(*peak, 256u);
   // A pull within the limit still works.
   EXPECT_THAT(client.Pull("wide", {1, 2, 3}), IsOk());
 }

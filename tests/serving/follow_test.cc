@@ -152,6 +152,29 @@ TEST_F(FollowTest, ServingEqualsTrainingByDeltasAndBySnapshot) {
   ExpectServingEqualsTraining(touched);
 }
 
+TEST_F(FollowTest, AnAnswerPastTheMessageLimitIsRefusedBeforeItIsBuilt) {
+  ASSERT_THAT(cluster_.StartTraining(), IsOk());
+  ASSERT_THAT(cluster_.training().CreateTable(SgdTable("wide", 4096)), IsOk());
+  ASSERT_THAT(cluster_.StartServing(), IsOk());
+  ASSERT_THAT(cluster_.WaitUntilCaughtUp(), IsOk());
+  auto stub = v1::ServingService::NewStub(grpc::CreateChannel(
+      cluster_.serving().address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  // 0.6 MB of keys asking for 1 GiB of values.
+  v1::LookupRequest request;
+  request.set_table("wide");
+  for (uint64_t key = 0; key < 65536; ++key) request.add_keys(key);
+  v1::LookupResponse response;
+  EXPECT_THAT(FromGrpcStatus(stub->Lookup(&context, request, &response)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("over the limit")));
+  absl::StatusOr<uint64_t> peak =
+      testing::ResidentMiB(cluster_.serving().pid(), "VmHWM");
+  ASSERT_THAT(peak.status(), IsOk());
+  EXPECT_LT(*peak, 256u);
+}
+
 TEST_F(FollowTest, BadRequestsAreRefused) {
   ASSERT_THAT(cluster_.StartTraining(), IsOk());
   ASSERT_THAT(cluster_.training().CreateTable(SgdTable("user", kUserDim)),

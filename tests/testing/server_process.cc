@@ -21,6 +21,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 
@@ -332,6 +333,20 @@ absl::StatusOr<ProcessExit> ServerProcess::Terminate(absl::Duration deadline) {
     (void)WaitForExit(absl::Seconds(10));
   }
   return exit;
+}
+
+absl::StatusOr<uint64_t> ResidentMiB(pid_t pid, const std::string& field) {
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(status, line);) {
+    absl::string_view rest = line;
+    if (!absl::ConsumePrefix(&rest, field + ":")) continue;
+    rest = absl::StripAsciiWhitespace(rest);
+    absl::ConsumeSuffix(&rest, " kB");
+    uint64_t kb = 0;
+    if (!absl::SimpleAtoi(rest, &kb)) break;
+    return kb / 1024;
+  }
+  return absl::NotFoundError(absl::StrCat("no ", field, " for pid ", pid));
 }
 
 }  // namespace testing

@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -175,6 +176,10 @@ std::string StrataBinDir();
 
 // Reads a whole file; empty when it cannot be read.
 std::string ReadFileOrEmpty(const std::string& path);
+
+// A resident-memory field of /proc/<pid>/status ("VmRSS", "VmHWM" for the
+// peak) in MiB. NOT_FOUND when it cannot be read.
+absl::StatusOr<uint64_t> ResidentMiB(pid_t pid, const std::string& field);
 
 }  // namespace testing
 }  // namespace strata
