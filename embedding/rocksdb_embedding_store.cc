@@ -54,8 +54,27 @@ absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
       {"values", family_options},
       {"optimizer", family_options}};
   rocksdb::DB* db = nullptr;
+  read_only_ = false;
   rocksdb::Status s =
       rocksdb::DB::Open(db_options, files_.db_dir(), families, &handles_, &db);
+  if (s.IsNoSpace() && what.empty()) {
+    // A full disk: start read-only, so that pulls are answered; writes are
+    // refused until a reopen (RecoverWritesLocked) finds space again.
+    handles_.clear();
+    rocksdb::Status read_only = rocksdb::DB::OpenForReadOnly(
+        db_options, files_.db_dir(), families, &handles_, &db);
+    if (read_only.ok()) {
+      db_.reset(db);
+      read_only_ = true;
+      NoteWriteError(absl::ResourceExhaustedError(absl::StrCat(
+          "the disk of ", options_.data_dir,
+          " is full: the shard opened read-only (", s.ToString(), ")")));
+      STRATA_LOG(WARNING, "store")
+          << "the disk of " << options_.data_dir
+          << " is full: opened read-only; writes resume once space is freed";
+      return absl::OkStatus();
+    }
+  }
   if (!s.ok()) {
     const std::string name = what.empty()
                                  ? absl::StrCat("store in ", options_.data_dir)
@@ -73,6 +92,27 @@ absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
 
 absl::Status RocksDbEmbeddingStore::RecoverWritesLocked() {
   if (!needs_recovery_.load()) return absl::OkStatus();
+  if (read_only_) {
+    // Opened read-only on a full disk: try to open for writing again, at
+    // most once a second (an open is costly, and clients retry often).
+    const absl::Time now = options_.clock->Now();
+    if (now - last_reopen_attempt_ < absl::Seconds(1)) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the disk of ", options_.data_dir,
+          " is full: the shard is read-only until space is freed"));
+    }
+    last_reopen_attempt_ = now;
+    CloseDbLocked();
+    STRATA_RETURN_IF_ERROR(OpenRocksDbLocked());
+    if (read_only_) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "the disk of ", options_.data_dir,
+          " is full: the shard is read-only until space is freed"));
+    }
+    needs_recovery_.store(false);
+    STRATA_LOG(INFO, "store") << "space is back: the store is writable again";
+    return absl::OkStatus();
+  }
   if (db_ != nullptr) {
     rocksdb::Status resumed = db_->Resume();
     if (resumed.ok()) {

@@ -229,6 +229,36 @@ TEST_P(SerialStoreFaultTest, FullDiskRefusesPushesKeepsPullsAndRecovers) {
   EXPECT_FLOAT_EQ(Pull(keys)[0], before[0] - 0.5f);
 }
 
+TEST_P(SerialStoreFaultTest, AShardStartsReadOnlyOnAFullDiskAndRecovers) {
+  ASSERT_THAT(Open(GetParam()), IsOk());
+  ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());
+  const std::vector<FeatureId> keys = Keys(1, 10);
+  ASSERT_THAT(Push(keys, 1.0f, {"trainer", 1}), IsOk());
+  const std::vector<float> acknowledged = Pull(keys);
+  store_.reset();
+
+  faults_->FailWrites(0, /*no_space=*/true);
+  ASSERT_THAT(Open(GetParam()), IsOk());
+  EXPECT_EQ(Pull(keys), acknowledged);
+  EXPECT_THAT(
+      Push(keys, 1.0f, {"trainer", 2}),
+      StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("read-only")));
+  EXPECT_THAT(store_->GetStorageStats().write_error, HasSubstr("is full"));
+  EXPECT_EQ(Pull(keys), acknowledged);
+
+  faults_->Heal();
+  // A later write reopens it for writing once the disk has room.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        clock_.Advance(absl::Seconds(2));
+        return Push(keys, 1.0f, {"trainer", 2}).ok();
+      },
+      absl::Seconds(30), absl::Milliseconds(100)));
+  EXPECT_FLOAT_EQ(Pull(keys)[0], acknowledged[0] - 0.5f);
+  ASSERT_THAT(Open(GetParam()), IsOk());
+  EXPECT_FLOAT_EQ(Pull(keys)[0], acknowledged[0] - 0.5f);
+}
+
 TEST_P(SerialStoreFaultTest, RepeatedTableInOnePushAppliesBothBatches) {
   ASSERT_THAT(Open(GetParam()), IsOk());
   ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());
