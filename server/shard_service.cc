@@ -1,6 +1,7 @@
 #include "server/shard_service.h"
 
 #include <cstring>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,19 @@
 namespace strata {
 
 namespace {
+
+// No exception crosses an RPC handler: an allocation that fails while a
+// request is served costs that request RESOURCE_EXHAUSTED, not the process.
+// (Locks are scoped, so none stays held.)
+template <typename Body>
+absl::Status RunCatchingOutOfMemory(const Body& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        "the shard ran out of memory serving this request");
+  }
+}
 
 v1::TableInfo TableInfoFromStats(const TableStats& stats) {
   v1::TableInfo info;
@@ -75,7 +89,7 @@ grpc::ServerUnaryReactor* ShardService::Run(
     grpc::CallbackServerContext* context, ShardMethod method, Body body) {
   const absl::Time start = options_.clock->Now();
   absl::Status status = Authorize(context, method);
-  if (status.ok()) status = body();
+  if (status.ok()) status = RunCatchingOutOfMemory(body);
   metrics_.Record(method, status.code(), options_.clock->Now() - start);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
@@ -121,7 +135,7 @@ grpc::ServerUnaryReactor* ShardService::RunQueued(
               "waited to be served"));
           return;
         }
-        finish(body());
+        finish(RunCatchingOutOfMemory(body));
       });
   if (!queued) {
     finish(absl::ResourceExhaustedError(absl::StrCat(
