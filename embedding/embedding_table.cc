@@ -158,7 +158,7 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
                                     const float* gradients, bool track_dirty,
                                     const RowVisitor& on_updated,
                                     uint64_t global_step,
-                                    const RowLoader& loader, bool keep_pinned) {
+                                    const RowLoader& loader) {
   const uint32_t dim = config_.dim;
   NoteStep(global_step);
   const RowStamp stamp{global_step,
@@ -181,7 +181,7 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
       if (track_dirty) stripe.dirty.insert(keys[i]);
       if (on_updated) on_updated(keys[i], row, row + dim);
     }
-    if (budgeted_ && !keep_pinned) {
+    if (budgeted_) {
       UnpinLocked(stripe, keys,
                   absl::MakeConstSpan(order).subspan(
                       starts[s], starts[s + 1] - starts[s]));
@@ -197,19 +197,6 @@ void EmbeddingTable::UnpinLocked(Stripe& stripe,
     if (it != stripe.index.end() && stripe.referenced[it->second] == kPinned) {
       stripe.referenced[it->second] = kReferenced;
     }
-  }
-}
-
-void EmbeddingTable::Unpin(absl::Span<const FeatureId> keys) {
-  if (!budgeted_) return;
-  std::vector<uint32_t> order, starts;
-  GroupByStripe(keys, order, starts);
-  for (size_t s = 0; s < kNumStripes; ++s) {
-    if (starts[s] == starts[s + 1]) continue;
-    absl::MutexLock lock(&stripes_[s].mu);
-    UnpinLocked(stripes_[s], keys,
-                absl::MakeConstSpan(order).subspan(starts[s],
-                                                   starts[s + 1] - starts[s]));
   }
 }
 

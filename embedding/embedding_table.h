@@ -87,16 +87,13 @@ class EmbeddingTable {
   // (its stored row, if any, comes back into memory), and rows beyond the
   // budget then leave memory, least recently pushed first, never one not
   // yet written (TakeDirtyRows) to disk.
-  // The updated rows stay pinned (in memory) until the call ends, or with
-  // `keep_pinned` until Unpin(keys): for a caller that writes them to disk
-  // after the call.
+  // The updated rows stay pinned (in memory) until the call ends. (A caller
+  // that must write rows to disk before they are visible stages them
+  // instead: StageGradients.)
   void ApplyGradients(absl::Span<const FeatureId> keys, const float* gradients,
                       bool track_dirty, const RowVisitor& on_updated,
                       uint64_t global_step = 0,
-                      const RowLoader& loader = nullptr,
-                      bool keep_pinned = false);
-  // Lets the rows of `keys` leave memory again (see ApplyGradients).
-  void Unpin(absl::Span<const FeatureId> keys);
+                      const RowLoader& loader = nullptr);
 
   // A push's new rows, computed without changing the table, for a caller
   // that must have them on disk before anyone can read them (sync and group

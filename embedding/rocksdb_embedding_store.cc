@@ -90,6 +90,12 @@ absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
   return absl::OkStatus();
 }
 
+absl::Status RocksDbEmbeddingStore::ReadOnlyError() const {
+  return absl::ResourceExhaustedError(
+      absl::StrCat("the disk of ", options_.data_dir,
+                   " is full: the shard is read-only until space is freed"));
+}
+
 absl::Status RocksDbEmbeddingStore::RecoverWritesLocked() {
   if (!needs_recovery_.load()) return absl::OkStatus();
   if (read_only_) {
@@ -97,17 +103,13 @@ absl::Status RocksDbEmbeddingStore::RecoverWritesLocked() {
     // most once a second (an open is costly, and clients retry often).
     const absl::Time now = options_.clock->Now();
     if (now - last_reopen_attempt_ < absl::Seconds(1)) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the disk of ", options_.data_dir,
-          " is full: the shard is read-only until space is freed"));
+      return ReadOnlyError();
     }
     last_reopen_attempt_ = now;
     CloseDbLocked();
     STRATA_RETURN_IF_ERROR(OpenRocksDbLocked());
     if (read_only_) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "the disk of ", options_.data_dir,
-          " is full: the shard is read-only until space is freed"));
+      return ReadOnlyError();
     }
     needs_recovery_.store(false);
     STRATA_LOG(INFO, "store") << "space is back: the store is writable again";

@@ -147,9 +147,7 @@ RocksDbEmbeddingStore::FindPushTablesLocked(
 absl::Status RocksDbEmbeddingStore::CheckWritableLocked() {
   STRATA_RETURN_IF_ERROR(CheckOpenLocked());
   if (read_only_) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the disk of ", options_.data_dir,
-                     " is full: the shard is read-only until space is freed"));
+    return ReadOnlyError();
   }
   auto last_error = [this] {
     absl::MutexLock lock(&write_error_mu_);

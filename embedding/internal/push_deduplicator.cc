@@ -25,12 +25,17 @@ bool PushDeduplicator::Insert(Window& window, uint64_t sequence) {
   return true;
 }
 
+bool PushDeduplicator::ClaimLocked(const std::string& client_id,
+                                   uint64_t sequence, absl::Time now) {
+  Window& window = windows_[client_id];
+  window.last_used = now;
+  return Insert(window, sequence);
+}
+
 bool PushDeduplicator::Claim(const std::string& client_id, uint64_t sequence) {
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  Window& window = windows_[client_id];
-  window.last_used = now;
-  if (!Insert(window, sequence)) return false;
+  if (!ClaimLocked(client_id, sequence, now)) return false;
   changed_.insert(client_id);
   return true;
 }
@@ -57,9 +62,7 @@ void PushDeduplicator::ClaimPersisted(const std::string& client_id,
                                       uint64_t sequence) {
   const absl::Time now = clock_->Now();
   absl::MutexLock lock(&mu_);
-  Window& window = windows_[client_id];
-  window.last_used = now;
-  Insert(window, sequence);
+  ClaimLocked(client_id, sequence, now);
 }
 
 void PushDeduplicator::MarkChanged(absl::Span<const std::string> client_ids) {

@@ -82,6 +82,9 @@ class PushDeduplicator {
   // Records `sequence` in `window`; false when it was there (or below the
   // floor).
   static bool Insert(Window& window, uint64_t sequence);
+  // Insert into the window of `client_id`, used at `now`.
+  bool ClaimLocked(const std::string& client_id, uint64_t sequence,
+                   absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   Clock* const clock_;
   absl::Mutex mu_;

@@ -120,6 +120,8 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   // while that cannot be done yet. Called before the writes that hold
   // commit_mu_ exclusively.
   absl::Status RecoverWritesLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // What a write gets while the store is read-only (a full disk at open).
+  absl::Status ReadOnlyError() const;
   void CloseDbLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   using TableMap =
       absl::flat_hash_map<std::string, std::unique_ptr<EmbeddingTable>>;
