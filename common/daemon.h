@@ -47,6 +47,10 @@ void WarnIfUnprotected(const char* component, absl::string_view host,
 // The largest message a daemon sends or receives; a request whose answer
 // would be larger is refused before the answer is built.
 inline constexpr uint64_t kMaxMessageBytes = uint64_t{512} << 20;
+// The most value bytes one answer (Pull, Lookup) may carry: the message
+// limit less room for keys and framing.
+inline constexpr uint64_t kMaxAnswerValueBytes =
+    kMaxMessageBytes - (uint64_t{16} << 20);
 
 // Starts a gRPC server on host:port (port 0 picks a free one) with the
 // standard health service and `services`, refusing to share the port with

@@ -1,7 +1,10 @@
 #include "common/work_queue.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
+
+#include "absl/strings/str_cat.h"
 
 namespace strata {
 
@@ -30,6 +33,29 @@ bool WorkQueue::Submit(Deadline deadline, Work work) {
   }
   queue_.push_back(Item{deadline, std::move(work)});
   return true;
+}
+
+void WorkQueue::SubmitCall(Deadline deadline, std::function<bool()> cancelled,
+                           std::function<absl::Status()> serve,
+                           std::function<void(const absl::Status&)> finish,
+                           absl::string_view what) {
+  const bool queued = Submit(
+      deadline, [cancelled = std::move(cancelled), serve = std::move(serve),
+                 finish, what = std::string(what)](bool expired) {
+        if (expired || cancelled()) {
+          // Its caller has given up: no work is done for it.
+          finish(absl::DeadlineExceededError(
+              absl::StrCat("dropped unprocessed: the ", what,
+                           "'s deadline passed while it waited to be served")));
+          return;
+        }
+        finish(serve());
+      });
+  if (!queued) {
+    finish(absl::ResourceExhaustedError(
+        absl::StrCat("overloaded: ", max_queued_, " ", what,
+                     "s wait already (--max_queued_requests); retry later")));
+  }
 }
 
 void WorkQueue::Serve() {

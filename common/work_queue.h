@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace strata {
@@ -23,11 +25,11 @@ namespace strata {
 // Thread-safe.
 //
 // Example:
-//   if (!queue.Submit(context->deadline(), [=](bool expired) {
-//         reactor->Finish(expired ? kDropped : Serve(*request, response));
-//       })) {
-//     reactor->Finish(kOverloaded);
-//   }
+//   queue.SubmitCall(context->deadline(),
+//                    [context] { return context->IsCancelled(); },
+//                    [=] { return Serve(*request, response); },
+//                    [reactor](const absl::Status& s) { reactor->Finish(...);
+//                    }, "request");
 class WorkQueue {
  public:
   using Deadline = std::chrono::system_clock::time_point;
@@ -50,6 +52,15 @@ class WorkQueue {
 
   // Queues `work`; false (and `work` dropped unrun) when the queue is full.
   bool Submit(Deadline deadline, Work work);
+  // A server call through the queue: `serve` runs on one of its threads and
+  // its status goes to `finish`. Instead, `finish` gets DEADLINE_EXCEEDED
+  // (and `serve` does not run) when the deadline passed or `cancelled()`
+  // holds once a thread takes the call, and RESOURCE_EXHAUSTED at once when
+  // the queue is full. `what` names the call in those messages ("request").
+  void SubmitCall(Deadline deadline, std::function<bool()> cancelled,
+                  std::function<absl::Status()> serve,
+                  std::function<void(const absl::Status&)> finish,
+                  absl::string_view what);
 
   uint64_t refused() const;
   uint64_t expired() const;

@@ -125,23 +125,10 @@ grpc::ServerUnaryReactor* ShardService::RunQueued(
     finish(authorized);
     return reactor;
   }
-  const bool queued = queue_->Submit(
-      context->deadline(),
-      [context, body = std::move(body), finish](bool expired) {
-        if (expired || context->IsCancelled()) {
-          // Its caller has given up: no work is done for it.
-          finish(absl::DeadlineExceededError(
-              "dropped unprocessed: the request's deadline passed while it "
-              "waited to be served"));
-          return;
-        }
-        finish(RunCatchingOutOfMemory(body));
-      });
-  if (!queued) {
-    finish(absl::ResourceExhaustedError(absl::StrCat(
-        "overloaded: ", queue_->max_queued(),
-        " requests wait already (--max_queued_requests); retry later")));
-  }
+  queue_->SubmitCall(
+      context->deadline(), [context] { return context->IsCancelled(); },
+      [body = std::move(body)] { return RunCatchingOutOfMemory(body); },
+      std::move(finish), "request");
   return reactor;
 }
 

@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/daemon.h"
 #include "common/work_queue.h"
 #include "embedding/embedding_store.h"
 #include "proto/strata.grpc.pb.h"
@@ -34,7 +35,7 @@ struct ShardServiceOptions {
   // Bytes of values one Pull may answer with (keys x dim x value size),
   // checked before anything is looked up. Default: 512 MiB less room for
   // the keys and framing.
-  uint64_t max_response_bytes = (uint64_t{512} << 20) - (uint64_t{16} << 20);
+  uint64_t max_response_bytes = kMaxAnswerValueBytes;
   // Pulls and pushes wait for `request_threads` threads (0: the machine's
   // cores) in a queue of at most `max_queued_requests`; past it they are
   // refused with RESOURCE_EXHAUSTED at once, and one whose deadline passed

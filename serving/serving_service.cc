@@ -117,28 +117,17 @@ grpc::ServerUnaryReactor* ServingService::Lookup(
     finish(authorized);
     return reactor;
   }
-  const bool queued = queue_->Submit(
-      context->deadline(),
-      [this, context, request, response, finish](bool expired) {
-        if (expired || context->IsCancelled()) {
-          // Its caller has given up: no work is done for it.
-          finish(absl::DeadlineExceededError(
-              "dropped unprocessed: the lookup's deadline passed while it "
-              "waited to be served"));
-          return;
-        }
+  queue_->SubmitCall(
+      context->deadline(), [context] { return context->IsCancelled(); },
+      [this, request, response] {
         v1::LookupRequest parsed;
         absl::Status status = ParseRequest(*request, "Lookup", &parsed);
         v1::LookupResponse answer;
         if (status.ok()) status = DoLookup(parsed, answer);
         if (status.ok()) SerializeResponse(answer, response);
-        finish(status);
-      });
-  if (!queued) {
-    finish(absl::ResourceExhaustedError(absl::StrCat(
-        "overloaded: ", queue_->max_queued(),
-        " lookups wait already (--max_queued_requests); retry later")));
-  }
+        return status;
+      },
+      std::move(finish), "lookup");
   return reactor;
 }
 

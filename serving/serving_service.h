@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "common/clock.h"
+#include "common/daemon.h"
 #include "common/work_queue.h"
 #include "proto/strata.grpc.pb.h"
 #include "serving/serving_store.h"
@@ -29,7 +30,7 @@ struct ServingServiceOptions {
   uint64_t max_keys_per_request = 262144;
   // Bytes of values one Lookup may answer with (keys x dim x 4), checked
   // before anything is looked up. Default: 512 MiB less room for framing.
-  uint64_t max_response_bytes = (uint64_t{512} << 20) - (uint64_t{16} << 20);
+  uint64_t max_response_bytes = kMaxAnswerValueBytes;
   // Lookups wait for `request_threads` threads (0: the machine's cores) in
   // a queue of at most `max_queued_requests`; past it they are refused with
   // RESOURCE_EXHAUSTED at once, and one whose deadline passed while it
