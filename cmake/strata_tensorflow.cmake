@@ -1,4 +1,4 @@
-# Finds the pip TensorFlow that the TF op library (worker/tensorflow) is
+# Finds the pip TensorFlow that the TF op library (tensorflow) is
 # built against, by asking its own tf.sysconfig.
 #
 # STRATA_TF_PYTHON (cache): the Python whose `tensorflow` is used. Empty (the

@@ -4,11 +4,11 @@ layer whose rows live there.
     import strata.tf
     rows = strata.tf.Embedding("ctr", 16, shards="127.0.0.1:50051")(ids)
 
-The ops come from libstrata_tf_ops.so (worker/tensorflow), found through
+The ops come from libstrata_tf_ops.so (tensorflow), found through
 STRATA_TF_OPS_LIBRARY, else next to this package, else in
 $STRATA_BIN_DIR/../lib, ./build/lib or the checkout's build/lib. It talks to
-the PS through libstrata_tf_client.so, loaded into a link namespace of its
-own so that Strata's gRPC/protobuf/Abseil never meet TensorFlow's.
+the PS through libstrata_tf_client.so, loaded so that Strata's
+gRPC/protobuf/Abseil never bind to TensorFlow's (docs/ARCHITECTURE.md).
 
 Errors of the PS arrive as tf.errors with its code and message: an unknown
 table is tf.errors.NotFoundError, a PS that stays unreachable past the

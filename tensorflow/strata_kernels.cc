@@ -11,8 +11,8 @@
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/tensor.h"
 #include "tensorflow/core/framework/tensor_shape.h"
-#include "worker/tensorflow/ps_connection.h"
-#include "worker/tensorflow/strata_tf_client.h"
+#include "tensorflow/ps_connection.h"
+#include "tensorflow/strata_tf_client.h"
 
 namespace strata {
 namespace {

@@ -1,7 +1,7 @@
 // The C ABI of libstrata_tf_client.so against a real strata-server. The test
 // links the shared library itself, so it sees only what the library exports.
 
-#include "worker/tensorflow/strata_tf_client.h"
+#include "tensorflow/strata_tf_client.h"
 
 #include <cstdint>
 #include <string>

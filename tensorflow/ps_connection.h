@@ -1,5 +1,5 @@
-#ifndef STRATA_WORKER_TENSORFLOW_PS_CONNECTION_H_
-#define STRATA_WORKER_TENSORFLOW_PS_CONNECTION_H_
+#ifndef STRATA_TENSORFLOW_PS_CONNECTION_H_
+#define STRATA_TENSORFLOW_PS_CONNECTION_H_
 
 #include <cstdint>
 #include <string>
@@ -9,8 +9,8 @@
 #include "absl/status/statusor.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
-#include "worker/tensorflow/client_library.h"
-#include "worker/tensorflow/strata_tf_client.h"
+#include "tensorflow/client_library.h"
+#include "tensorflow/strata_tf_client.h"
 
 namespace strata {
 
@@ -67,4 +67,4 @@ class PsConnection : public tensorflow::ResourceBase {
 
 }  // namespace strata
 
-#endif  // STRATA_WORKER_TENSORFLOW_PS_CONNECTION_H_
+#endif  // STRATA_TENSORFLOW_PS_CONNECTION_H_

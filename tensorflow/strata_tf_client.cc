@@ -1,4 +1,4 @@
-#include "worker/tensorflow/strata_tf_client.h"
+#include "tensorflow/strata_tf_client.h"
 
 #include <exception>
 #include <memory>

@@ -1,10 +1,10 @@
-#ifndef STRATA_WORKER_TENSORFLOW_STRATA_TF_CLIENT_H_
-#define STRATA_WORKER_TENSORFLOW_STRATA_TF_CLIENT_H_
+#ifndef STRATA_TENSORFLOW_STRATA_TF_CLIENT_H_
+#define STRATA_TENSORFLOW_STRATA_TF_CLIENT_H_
 
 /* The C ABI of libstrata_tf_client.so: a training-PS client (PsClient) behind
  * plain C types, so that a host process whose own gRPC, protobuf and Abseil
- * differ from Strata's (TensorFlow's) can load it into a link namespace of
- * its own (dlmopen) and call it only through these functions.
+ * differ from Strata's (TensorFlow's) can load it with RTLD_LOCAL |
+ * RTLD_DEEPBIND and call it only through these functions.
  *
  * Errors. Every function that can fail returns a status code: 0 for OK,
  * otherwise one of the canonical codes of google.rpc.Code (the numbers of
@@ -136,4 +136,4 @@ const char* strata_tf_last_error_message(void);
 } /* extern "C" */
 #endif
 
-#endif /* STRATA_WORKER_TENSORFLOW_STRATA_TF_CLIENT_H_ */
+#endif /* STRATA_TENSORFLOW_STRATA_TF_CLIENT_H_ */

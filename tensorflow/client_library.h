@@ -1,5 +1,5 @@
-#ifndef STRATA_WORKER_TENSORFLOW_CLIENT_LIBRARY_H_
-#define STRATA_WORKER_TENSORFLOW_CLIENT_LIBRARY_H_
+#ifndef STRATA_TENSORFLOW_CLIENT_LIBRARY_H_
+#define STRATA_TENSORFLOW_CLIENT_LIBRARY_H_
 
 // Part of the TF op library: compiled against TensorFlow's headers, so
 // absl:: here is TensorFlow's copy of Abseil, never Debian's.
@@ -9,26 +9,25 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "worker/tensorflow/strata_tf_client.h"
+#include "tensorflow/strata_tf_client.h"
 
 namespace strata {
 
 // libstrata_tf_client.so (strata_tf_client.h), loaded with
-// dlmopen(LM_ID_NEWLM) into a link namespace of its own: its libgrpc++,
-// libprotobuf and libabsl dependencies are loaded there too and resolve only
-// against each other, never against the protobuf and Abseil that
-// libtensorflow_framework exports into the process's global scope. The op
-// library calls it only through the function pointers below (from dlsym).
-//
-// The namespace has a libc of its own. Two libcs in one process share each
-// thread's descriptor but not their pthread key tables, so before the
-// library is loaded the key numbers are split between them (see
-// PartitionPthreadKeys in the .cc); for a moment while that happens,
-// pthread_key_create fails elsewhere in the process. Thread-specific data
-// the namespace's code attaches to a thread the process made (Abseil's
-// per-thread state, our last error) is not reclaimed when that thread
-// exits: each libc runs only its own key destructors. TensorFlow's thread
-// pools live as long as the process, so this does not add up.
+// dlopen(RTLD_LOCAL | RTLD_DEEPBIND). Why this cannot crash on any thread
+// TensorFlow uses (docs/ARCHITECTURE.md, "TensorFlow op library"):
+// - The process keeps one libc, so every thread, whoever made it, has its
+//   libc state set up. (The op library used to dlmopen the client into a
+//   link namespace of its own, whose second libc had no per-thread state on
+//   TensorFlow's threads: gRPC's isalpha() crashed there.)
+// - Nothing binds across the boundary in either direction. The client
+//   exports only strata_tf_* (version script, hidden visibility), and its
+//   gRPC, protobuf and Abseil are Debian's shared libraries: RTLD_LOCAL keeps
+//   them out of the global scope TensorFlow resolves in, and RTLD_DEEPBIND
+//   makes the client and those libraries resolve their own symbols against
+//   each other before the global scope, where libtensorflow_framework
+//   exports its own protobuf and Abseil under the same names.
+// - Only C types cross, and memory is freed on the side that allocated it.
 //
 // The file is STRATA_TF_CLIENT_LIBRARY when set, else libstrata_tf_client.so
 // in the directory of the op library itself. Loaded once per process and
@@ -66,4 +65,4 @@ class ClientLibrary {
 
 }  // namespace strata
 
-#endif  // STRATA_WORKER_TENSORFLOW_CLIENT_LIBRARY_H_
+#endif  // STRATA_TENSORFLOW_CLIENT_LIBRARY_H_

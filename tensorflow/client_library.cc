@@ -1,16 +1,11 @@
-#include "worker/tensorflow/client_library.h"
+#include "tensorflow/client_library.h"
 
 #include <dlfcn.h>
-#include <link.h>
-#include <pthread.h>
 
-#include <algorithm>
 #include <cstdlib>
 #include <memory>
 #include <string>
-#include <unordered_set>
 #include <utility>
-#include <vector>
 
 namespace strata {
 namespace {
@@ -41,64 +36,6 @@ std::string DlError() {
   return error == nullptr ? "unknown error" : error;
 }
 
-// pthread keys the namespace's libc may hand out (gRPC, Abseil and
-// protobuf use a few).
-constexpr size_t kNamespaceKeys = 128;
-
-using KeyCreate = int (*)(pthread_key_t*, void (*)(void*));
-using KeyDelete = int (*)(pthread_key_t);
-
-// A namespace has its own libc, and each libc numbers pthread keys from 0
-// in a table of its own, while the values live in the thread descriptor the
-// two share: left alone, the namespace's first key is the process's key 0
-// (CPython's GIL state, say) and each side overwrites the other's value.
-// So the keys are split: the process's libc keeps all but the highest
-// kNamespaceKeys of its free keys, which it holds reserved (never used);
-// the namespace's libc takes every key except exactly those, so that its
-// later pthread_key_create calls return only them.
-void PartitionPthreadKeys(KeyCreate namespace_create,
-                          KeyDelete namespace_delete) {
-  std::vector<pthread_key_t> free_here;
-  pthread_key_t key;
-  while (pthread_key_create(&key, nullptr) == 0) free_here.push_back(key);
-  std::sort(free_here.begin(), free_here.end());
-  const size_t reserved = std::min(kNamespaceKeys, free_here.size() / 2);
-  const auto first_reserved = free_here.end() - reserved;
-  for (auto it = free_here.begin(); it != first_reserved; ++it) {
-    pthread_key_delete(*it);
-  }
-  const std::unordered_set<pthread_key_t> for_namespace(first_reserved,
-                                                        free_here.end());
-  std::vector<pthread_key_t> taken;
-  while (namespace_create(&key, nullptr) == 0) taken.push_back(key);
-  for (pthread_key_t k : taken) {
-    if (for_namespace.count(k) > 0) namespace_delete(k);
-  }
-}
-
-// A new link namespace holding only libc so far, its pthread keys kept
-// apart from the process's.
-absl::StatusOr<Lmid_t> NewNamespace() {
-  void* libc = dlmopen(LM_ID_NEWLM, "libc.so.6", RTLD_NOW | RTLD_LOCAL);
-  if (libc == nullptr) {
-    return absl::FailedPreconditionError(
-        "cannot make a link namespace (dlmopen of libc.so.6): " + DlError());
-  }
-  Lmid_t lmid = LM_ID_BASE;
-  if (dlinfo(libc, RTLD_DI_LMID, &lmid) != 0) {
-    return absl::FailedPreconditionError("dlinfo(RTLD_DI_LMID): " + DlError());
-  }
-  auto create = reinterpret_cast<KeyCreate>(dlsym(libc, "pthread_key_create"));
-  auto destroy = reinterpret_cast<KeyDelete>(dlsym(libc, "pthread_key_delete"));
-  if (create == nullptr || destroy == nullptr) {
-    return absl::FailedPreconditionError(
-        "libc.so.6 in the new namespace lacks pthread_key_create");
-  }
-  // A libc shared by the namespaces has one key table: nothing to split.
-  if (create != &pthread_key_create) PartitionPthreadKeys(create, destroy);
-  return lmid;
-}
-
 template <typename Function>
 absl::Status Bind(void* handle, const std::string& path, const char* name,
                   Function* function) {
@@ -116,7 +53,7 @@ absl::Status Bind(void* handle, const std::string& path, const char* name,
 
 absl::StatusOr<const ClientLibrary*> ClientLibrary::Get() {
   // Loaded once; the library and this answer live as long as the process
-  // (a link namespace cannot be torn down while TF kernels may call in).
+  // (never unloaded: TF kernels may call in until the process ends).
   static const auto* const loaded =
       new absl::StatusOr<const ClientLibrary*>(Load());
   return *loaded;
@@ -125,12 +62,10 @@ absl::StatusOr<const ClientLibrary*> ClientLibrary::Get() {
 absl::StatusOr<const ClientLibrary*> ClientLibrary::Load() {
   std::unique_ptr<ClientLibrary> library(new ClientLibrary(LibraryPath()));
   const std::string& path = library->path_;
-  // A fresh namespace, so the library's DT_NEEDED (Debian's gRPC, protobuf,
-  // Abseil, and a libc/libstdc++ of the namespace's own) are resolved there.
-  // RTLD_LOCAL is the only mode dlmopen allows.
-  absl::StatusOr<Lmid_t> lmid = NewNamespace();
-  if (!lmid.ok()) return lmid.status();
-  void* handle = dlmopen(*lmid, path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  // RTLD_LOCAL: neither the client nor its DT_NEEDED (Debian's gRPC,
+  // protobuf, Abseil) join the global scope. RTLD_DEEPBIND: they bind to
+  // each other before to the global scope (TensorFlow's protobuf/Abseil).
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
   if (handle == nullptr) {
     return absl::FailedPreconditionError(
         "cannot load the Strata client library " + path + ": " + DlError() +

@@ -1,4 +1,4 @@
-#include "worker/tensorflow/ps_connection.h"
+#include "tensorflow/ps_connection.h"
 
 #include <string>
 #include <utility>
