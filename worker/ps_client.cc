@@ -9,6 +9,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "common/fp16.h"
 #include "common/hash.h"
+#include "common/logging.h"
 #include "common/pull_wire.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
@@ -34,6 +35,18 @@ absl::Status CheckSizes(absl::Span<const uint64_t> keys, size_t values,
                      " keys is not a whole number of rows"));
   }
   return absl::OkStatus();
+}
+
+// UNAVAILABLE (down, restarting), RESOURCE_EXHAUSTED (overloaded, or a full
+// disk) and CANCELLED (a shard shutting down cancels the calls it holds) may
+// pass. Retrying is safe for every call: pushes carry (client id, sequence)
+// and a shard applies each at most once; pulls and admin calls are
+// idempotent. This client never cancels its own calls, so CANCELLED always
+// comes from the other side.
+bool IsRetryable(absl::StatusCode code) {
+  return code == absl::StatusCode::kUnavailable ||
+         code == absl::StatusCode::kResourceExhausted ||
+         code == absl::StatusCode::kCancelled;
 }
 
 }  // namespace
@@ -111,6 +124,7 @@ absl::Status PsClient::FanOut(
   Clock* clock = options_.clock;
   const absl::Time give_up = clock->Now() + options_.retry_deadline;
   absl::Duration backoff = options_.initial_backoff;
+  bool retried = false;
   while (true) {
     std::vector<absl::Status> results(shards.size());
     absl::BlockingCounter pending(static_cast<int>(shards.size()));
@@ -125,16 +139,16 @@ absl::Status PsClient::FanOut(
     absl::Status last_unavailable;
     for (size_t i = 0; i < shards.size(); ++i) {
       if (results[i].ok()) continue;
-      // UNAVAILABLE (down, restarting) and RESOURCE_EXHAUSTED (overloaded,
-      // or a full disk) may pass: retried with backoff.
-      if (results[i].code() != absl::StatusCode::kUnavailable &&
-          results[i].code() != absl::StatusCode::kResourceExhausted) {
-        return results[i];
-      }
+      if (!IsRetryable(results[i].code())) return results[i];
       retry.push_back(shards[i]);
       last_unavailable = results[i];
     }
-    if (retry.empty()) return absl::OkStatus();
+    if (retry.empty()) {
+      if (retried && waiting_logged_.exchange(false)) {
+        STRATA_LOG(INFO, "client") << "shards answer again; calls resumed";
+      }
+      return absl::OkStatus();
+    }
     const absl::Duration left = give_up - clock->Now();
     if (left <= absl::ZeroDuration()) {
       return absl::UnavailableError(absl::StrCat(
@@ -142,6 +156,13 @@ absl::Status PsClient::FanOut(
           absl::FormatDuration(options_.retry_deadline), ")"));
     }
     // The last sleep is cut short so that one attempt lands on the deadline.
+    if (!waiting_logged_.exchange(true)) {
+      STRATA_LOG(WARNING, "client")
+          << "waiting for a shard: " << last_unavailable.message()
+          << "; retrying for up to "
+          << absl::FormatDuration(options_.retry_deadline);
+    }
+    retried = true;
     clock->SleepFor(std::min(backoff, left));
     backoff = std::min(backoff * 2, options_.max_backoff);
     shards = std::move(retry);

@@ -24,7 +24,8 @@ struct PsClientOptions {
   std::vector<std::string> shard_addresses;
   // Deadline of each attempt of each call. Default: 10 s.
   absl::Duration rpc_timeout = absl::Seconds(10);
-  // How long a call retries shards that answer UNAVAILABLE. Default: 30 s.
+  // How long a call retries shards that answer UNAVAILABLE, RESOURCE_EXHAUSTED
+  // or CANCELLED (a shard shutting down cancels its calls). Default: 30 s.
   absl::Duration retry_deadline = absl::Seconds(30);
   // Backoff between retries, doubling up to max_backoff.
   absl::Duration initial_backoff = absl::Milliseconds(50);
@@ -109,8 +110,10 @@ class PsClient {
   explicit PsClient(const PsClientOptions& options);
 
   // Calls `issue(shard, done)` for each shard in `shards` concurrently, and
-  // again for those that answered UNAVAILABLE, with backoff, until all
-  // succeed, one fails otherwise, or the retry deadline passes.
+  // again for those that answered a retryable code, with backoff, until all
+  // succeed, one fails otherwise, or the retry deadline passes. Logs one
+  // WARNING when calls start waiting for a shard and one INFO when a waited
+  // call gets through, not one per retry.
   absl::Status FanOut(
       std::vector<size_t> shards,
       const std::function<void(size_t, ShardClient::Done)>& issue);
@@ -129,6 +132,9 @@ class PsClient {
   PsClientOptions options_;
   std::vector<std::unique_ptr<ShardClient>> shards_;
   std::atomic<uint64_t> next_sequence_{1};
+  // True from the WARNING that calls are waiting for a shard until a retried
+  // call succeeds (so one outage logs one line, whatever the callers).
+  std::atomic<bool> waiting_logged_{false};
 };
 
 }  // namespace strata

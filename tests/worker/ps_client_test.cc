@@ -3,6 +3,7 @@
 #include "worker/ps_client.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <random>
@@ -23,6 +24,7 @@
 #include "server/table_config_proto.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
+#include "worker/shard_client.h"
 
 namespace strata {
 namespace {
@@ -104,6 +106,62 @@ class BackoffCountingClock : public Clock {
  private:
   absl::Mutex mu_;
   int sleeps_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Forwards every call to a real shard client, except that the first push is
+// delivered and then answered CANCELLED, as a shard that shuts down while
+// holding the call does after applying it.
+class CancelsFirstPushAfterApplying : public ShardClient {
+ public:
+  explicit CancelsFirstPushAfterApplying(std::unique_ptr<ShardClient> real)
+      : real_(std::move(real)) {}
+  const std::string& address() const override { return real_->address(); }
+  void PullAsync(const v1::PullRequest& request, grpc::ByteBuffer* response,
+                 absl::Duration deadline, Done done) override {
+    real_->PullAsync(request, response, deadline, std::move(done));
+  }
+  void PushAsync(const v1::PushRequest& request, v1::PushResponse* response,
+                 absl::Duration deadline, Done done) override {
+    if (cancelled_.exchange(true)) {
+      real_->PushAsync(request, response, deadline, std::move(done));
+      return;
+    }
+    real_->PushAsync(request, response, deadline,
+                     [done = std::move(done)](absl::Status status) {
+                       EXPECT_THAT(status, IsOk());
+                       done(absl::CancelledError("server shutting down"));
+                     });
+  }
+  absl::Status CreateTable(const v1::CreateTableRequest& request,
+                           v1::CreateTableResponse* response,
+                           absl::Duration deadline) override {
+    return real_->CreateTable(request, response, deadline);
+  }
+  absl::Status ListTables(v1::ListTablesResponse* response,
+                          absl::Duration deadline) override {
+    return real_->ListTables(response, deadline);
+  }
+  absl::Status Stats(v1::StatsResponse* response,
+                     absl::Duration deadline) override {
+    return real_->Stats(response, deadline);
+  }
+  absl::Status Checkpoint(const v1::CheckpointRequest& request,
+                          v1::CheckpointResponse* response,
+                          absl::Duration deadline) override {
+    return real_->Checkpoint(request, response, deadline);
+  }
+  absl::Status Restore(const v1::RestoreRequest& request,
+                       v1::RestoreResponse* response,
+                       absl::Duration deadline) override {
+    return real_->Restore(request, response, deadline);
+  }
+  absl::Status CheckHealth(absl::Duration deadline) override {
+    return real_->CheckHealth(deadline);
+  }
+
+ private:
+  std::unique_ptr<ShardClient> real_;
+  std::atomic<bool> cancelled_{false};
 };
 
 class PsClientTest : public ::testing::Test {
@@ -418,6 +476,28 @@ TEST_F(PsClientTest, PushRetriedAcrossAShardRestartIsAppliedOnce) {
   ASSERT_THAT(client->Pull("t", keys, absl::MakeSpan(rows)), IsOk());
   EXPECT_THAT(rows, ElementsAreArray(ReferenceRows(
                         table, {{keys, first}, {keys, second}}, keys)));
+}
+
+TEST_F(PsClientTest, CancelledPushIsRetriedAndAppliedOnce) {
+  const v1::TableConfig table = UniformSgdTable("t");
+  ASSERT_THAT(client_->CreateTable(table), IsOk());
+  const std::vector<uint64_t> keys = Keys(20, "t");
+  PsClientOptions options;
+  options.shard_client_factory = [](const std::string& address) {
+    return std::unique_ptr<ShardClient>(
+        std::make_unique<CancelsFirstPushAfterApplying>(
+            CreateGrpcShardClient(address, nullptr, "")));
+  };
+  std::unique_ptr<PsClient> client = MakeClient(options);
+  ASSERT_NE(client, nullptr);
+  const std::vector<float> gradients(keys.size() * kDim, 0.5f);
+  ASSERT_THAT(client->Push("t", keys, gradients), IsOk());
+  // Each shard applied the push, answered CANCELLED, got it again and
+  // recognised it by its (client id, sequence): one application.
+  std::vector<float> rows(keys.size() * kDim);
+  ASSERT_THAT(client->Pull("t", keys, absl::MakeSpan(rows)), IsOk());
+  EXPECT_THAT(
+      rows, ElementsAreArray(ReferenceRows(table, {{keys, gradients}}, keys)));
 }
 
 }  // namespace
