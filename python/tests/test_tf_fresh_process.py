@@ -1,0 +1,461 @@
+"""Every way users run TensorFlow over Strata, each in a FRESH Python process.
+
+A user's job starts a new process, and what breaks can depend on what ran
+first in it (the op library once crashed in tf.function unless a
+create_table op had run before). So each case here is a script run by a new
+interpreter against the live two-shard cluster: it asserts the values it
+gets and prints one JSON line, which the test checks again. A crash is a
+non-zero exit with the script's output in the failure.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+tf = pytest.importorskip(
+    "tensorflow", reason="tensorflow is not installed in this Python "
+    "(python/run_tests.sh installs tensorflow-cpu)")
+
+import strata.tf as stf  # noqa: E402  (needs tensorflow)
+from strata_cluster import Cluster, binary  # noqa: E402
+
+CASE_TIMEOUT = 240
+
+# Imported by every case. SHARDS: the cluster; TABLE: a table name of the
+# case's own; keras_model(): ids [batch, 2] -> a click probability.
+PRELUDE = '''
+import json, os, sys
+import numpy as np
+import tensorflow as tf
+import keras
+import strata.tf as stf
+
+SHARDS = os.environ["STRATA_TEST_SHARDS"]
+TABLE = os.environ["STRATA_TEST_TABLE"]
+WORK = os.environ["STRATA_TEST_WORKDIR"]
+
+def ids_and_labels(n=256, seed=0):
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, 50, size=(n, 2)).astype(np.int64)
+    labels = ((ids[:, 0] % 2) == 0).astype(np.float32).reshape(-1, 1)
+    return ids, labels
+
+def keras_model(table=TABLE, create_table=True, **layer_args):
+    ids = keras.Input(shape=(2,), dtype="int64")
+    rows = stf.Embedding(table, 4, shards=SHARDS, create_table=create_table,
+                         seed=3, **layer_args)(ids)
+    x = keras.layers.Flatten()(rows)
+    out = keras.layers.Dense(1, activation="sigmoid",
+                             kernel_initializer="ones")(x)
+    model = keras.Model(ids, out)
+    model.compile(optimizer=keras.optimizers.SGD(0.1),
+                  loss="binary_crossentropy")
+    return model
+
+def report(**values):
+    print("RESULT " + json.dumps(values), flush=True)
+'''
+
+
+def run_case(body, shards, table, workdir, timeout=CASE_TIMEOUT, env=None):
+    """Runs PRELUDE + body in a new interpreter; returns its RESULT dict."""
+    script = workdir / f"{table}.py"
+    script.write_text(PRELUDE + textwrap.dedent(body))
+    environment = dict(os.environ, STRATA_TEST_SHARDS=shards,
+                       STRATA_TEST_TABLE=table,
+                       STRATA_TEST_WORKDIR=str(workdir),
+                       TF_CPP_MIN_LOG_LEVEL="2")
+    environment.update(env or {})
+    result = subprocess.run([sys.executable, str(script)], env=environment,
+                            capture_output=True, text=True, timeout=timeout,
+                            stdin=subprocess.DEVNULL)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, (
+        f"{table}: exit {result.returncode}\n{output[-6000:]}")
+    lines = [line for line in result.stdout.splitlines()
+             if line.startswith("RESULT ")]
+    assert lines, f"{table}: no RESULT line\n{output[-6000:]}"
+    return json.loads(lines[-1][len("RESULT "):])
+
+
+@pytest.fixture(scope="module")
+def shards(shard_addresses):
+    return ",".join(shard_addresses)
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    return tmp_path_factory.mktemp("tf-fresh")
+
+
+def pull(shards, table, keys, dim):
+    """Rows read in this (test) process, for comparison with a case's."""
+    stf.load_ops()
+    return stf.lookup(np.asarray(keys, np.int64), table, dim, shards).numpy()
+
+
+def create_sgd_table(shards, table, dim=4):
+    stf.create_table(table, dim, shards, optimizer="sgd", learning_rate=1.0)
+
+
+LOOKUPS = {
+    "eager": "rows = stf.lookup(ids, TABLE, 4, SHARDS)",
+    "tf_function": """
+        rows = tf.function(lambda i: stf.lookup(i, TABLE, 4, SHARDS))(ids)""",
+    "tf_function_after_eager": """
+        stf.lookup(ids, TABLE, 4, SHARDS)
+        rows = tf.function(lambda i: stf.lookup(i, TABLE, 4, SHARDS))(ids)""",
+    "tf_function_after_create_table": """
+        stf.create_table(TABLE, 4, SHARDS, optimizer="sgd", learning_rate=1)
+        rows = tf.function(lambda i: stf.lookup(i, TABLE, 4, SHARDS))(ids)""",
+    "tf1_session": """
+        with tf.Graph().as_default():
+            lookup = stf.lookup(tf.constant(ids), TABLE, 4, SHARDS)
+            with tf.compat.v1.Session() as session:
+                rows = session.run(lookup)""",
+}
+
+
+@pytest.mark.parametrize("how", sorted(LOOKUPS))
+def test_lookup_in_a_fresh_process(shards, workdir, how):
+    table = f"fresh_lookup_{how}"
+    create_sgd_table(shards, table)
+    stf.push(np.array([5, 9], np.int64), tf.ones([2, 4]), table, 4, shards)
+    body = "\n".join([
+        "ids = np.array([5, 9, 11], np.int64)",
+        textwrap.dedent(LOOKUPS[how]).strip(),
+        "report(rows=np.asarray(rows).tolist())"])
+    got = np.array(run_case(body, shards, table, workdir)["rows"])
+    np.testing.assert_array_equal(got, pull(shards, table, [5, 9, 11], 4))
+    np.testing.assert_array_equal(got[0], [-1.0] * 4)  # one SGD step of 1
+    np.testing.assert_array_equal(got[2], [0.0] * 4)
+
+
+def test_tf1_session_push_applies_the_gradient(shards, workdir):
+    table = "fresh_tf1_push"
+    create_sgd_table(shards, table)
+    body = """
+        with tf.Graph().as_default():
+            ids = tf.constant([3, 3, 4], tf.int64)
+            done = stf.push(ids, tf.fill([3, 4], 0.5), TABLE, 4, SHARDS)
+            with tf.compat.v1.Session() as session:
+                session.run(done)
+        report(ok=True)
+    """
+    assert run_case(body, shards, table, workdir)["ok"]
+    # Key 3's two gradients are summed: one step of 1.0.
+    np.testing.assert_array_equal(pull(shards, table, [3, 4], 4),
+                                  [[-1.0] * 4, [-0.5] * 4])
+
+
+def test_fit_evaluate_predict_and_tf_data(shards, workdir):
+    body = """
+        ids, labels = ids_and_labels()
+        model = keras_model()
+        before = model.evaluate(ids, labels, verbose=0)
+        rows_before = stf.lookup(ids[:4], TABLE, 4, SHARDS).numpy()
+        data = tf.data.Dataset.from_tensor_slices((ids, labels)).batch(32)
+        history = model.fit(data, epochs=4, verbose=0)
+        after = model.evaluate(data, verbose=0)
+        rows_after = stf.lookup(ids[:4], TABLE, 4, SHARDS).numpy()
+        predicted = model.predict(ids[:8], verbose=0)
+        direct = model(ids[:8]).numpy()
+        assert not np.array_equal(rows_before, rows_after), "rows never moved"
+        np.testing.assert_allclose(predicted, direct, atol=1e-6)
+        report(before=before, after=after, losses=history.history["loss"],
+               predicted=predicted.reshape(-1).tolist())
+    """
+    got = run_case(body, shards, "fresh_fit", workdir)
+    assert got["after"] < got["before"] - 0.05, got
+    assert got["losses"][-1] < got["losses"][0], got
+    assert len(got["predicted"]) == 8
+
+
+def test_custom_gradient_tape_loop_pushes_exact_gradients(shards, workdir):
+    table = "fresh_tape"
+    create_sgd_table(shards, table)
+    body = """
+        layer = stf.Embedding(TABLE, 4, shards=SHARDS, create_table=False)
+        ids = tf.constant([[1, 2], [2, 7]], tf.int64)
+        weights = tf.constant([1.0, 2.0, 3.0, 4.0])
+        for step in range(3):
+            with tf.GradientTape() as tape:
+                rows = layer(ids)               # [2, 2, 4]
+                loss = tf.reduce_sum(rows * weights)
+            tape.gradient(loss, layer.trainable_variables)
+        report(ok=True)
+    """
+    assert run_case(body, shards, table, workdir)["ok"]
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+    # Per step, each occurrence adds `w` to its key's gradient (SGD, lr 1).
+    np.testing.assert_allclose(pull(shards, table, [1, 2, 7], 4),
+                               [-3 * w, -6 * w, -3 * w], atol=1e-6)
+
+
+def test_keras_save_and_load_model_in_a_new_process(shards, workdir):
+    save = """
+        ids, labels = ids_and_labels()
+        model = keras_model()
+        model.fit(ids, labels, epochs=1, batch_size=64, verbose=0)
+        model.save(os.path.join(WORK, "fresh_keras.keras"))
+        report(predicted=model.predict(ids[:8], verbose=0).ravel().tolist())
+    """
+    load = """
+        ids, _ = ids_and_labels()
+        model = keras.models.load_model(os.path.join(WORK, "fresh_keras.keras"))
+        report(predicted=model.predict(ids[:8], verbose=0).ravel().tolist())
+    """
+    saved = run_case(save, shards, "fresh_keras", workdir)
+    loaded = run_case(load, shards, "fresh_keras", workdir)
+    np.testing.assert_allclose(loaded["predicted"], saved["predicted"],
+                               atol=1e-6)
+
+
+def test_saved_model_save_and_load_in_a_new_process(shards, workdir):
+    save = """
+        ids, labels = ids_and_labels()
+        model = keras_model()
+        model.fit(ids, labels, epochs=1, batch_size=64, verbose=0)
+        model.export(os.path.join(WORK, "fresh_exported"))
+        module = tf.Module()
+        module.dense = model
+        module.predict = tf.function(
+            lambda i: model(i),
+            input_signature=[tf.TensorSpec([None, 2], tf.int64)])
+        tf.saved_model.save(module, os.path.join(WORK, "fresh_module"))
+        report(predicted=model.predict(ids[:8], verbose=0).ravel().tolist())
+    """
+    load = """
+        ids, _ = ids_and_labels()
+        stf.load_ops()  # the one custom-op dependency of the SavedModels
+        exported = tf.saved_model.load(os.path.join(WORK, "fresh_exported"))
+        module = tf.saved_model.load(os.path.join(WORK, "fresh_module"))
+        report(served=exported.serve(tf.constant(ids[:8])).numpy().ravel().tolist(),
+               module=module.predict(tf.constant(ids[:8])).numpy().ravel().tolist())
+    """
+    saved = run_case(save, shards, "fresh_saved", workdir)
+    loaded = run_case(load, shards, "fresh_saved", workdir)
+    np.testing.assert_allclose(loaded["served"], saved["predicted"],
+                               atol=1e-6)
+    np.testing.assert_allclose(loaded["module"], saved["predicted"],
+                               atol=1e-6)
+
+
+def test_attach_to_an_existing_table_then_predict(shards, workdir):
+    table = "fresh_attach"
+    create_sgd_table(shards, table)
+    stf.push(np.array([4], np.int64), tf.ones([1, 4]), table, 4, shards)
+    body = """
+        model = keras_model(create_table=False)
+        ids = np.array([[4, 4], [0, 0]], np.int64)
+        report(predicted=model.predict(ids, verbose=0).ravel().tolist())
+    """
+    got = run_case(body, shards, table, workdir)["predicted"]
+    # Dense kernel of ones, bias 0: sigmoid of the sum of the two rows.
+    np.testing.assert_allclose(got, [1 / (1 + np.exp(8.0)), 0.5], atol=1e-6)
+
+
+def test_several_tables_in_one_model_and_two_models(shards, workdir):
+    body = """
+        ids, labels = ids_and_labels()
+        user = keras.Input(shape=(2,), dtype="int64")
+        item = keras.Input(shape=(2,), dtype="int64")
+        a = stf.Embedding(TABLE + "_user", 4, shards=SHARDS)(user)
+        b = stf.Embedding(TABLE + "_item", 8, shards=SHARDS)(item)
+        x = keras.layers.Concatenate()([keras.layers.Flatten()(a),
+                                        keras.layers.Flatten()(b)])
+        two_tables = keras.Model([user, item],
+                                 keras.layers.Dense(1, activation="sigmoid")(x))
+        two_tables.compile(optimizer="adam", loss="binary_crossentropy")
+        first = two_tables.fit([ids, ids + 1], labels, epochs=3,
+                               batch_size=64, verbose=0).history["loss"]
+        other = keras_model(TABLE + "_other")
+        second = other.fit(ids, labels, epochs=3, batch_size=64,
+                           verbose=0).history["loss"]
+        moved = [float(np.abs(stf.lookup(ids[:8], TABLE + s, d,
+                                         SHARDS).numpy()).sum())
+                 for s, d in (("_user", 4), ("_item", 8), ("_other", 4))]
+        report(first=first, second=second, moved=moved)
+    """
+    got = run_case(body, shards, "fresh_multi", workdir)
+    assert got["first"][-1] < got["first"][0], got
+    assert got["second"][-1] < got["second"][0], got
+    assert all(m > 0 for m in got["moved"]), got
+
+
+def test_mirrored_strategy_on_two_cpu_devices(shards, workdir):
+    body = """
+        cpu = tf.config.list_physical_devices("CPU")[0]
+        tf.config.set_logical_device_configuration(
+            cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+        strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+        assert strategy.num_replicas_in_sync == 2
+        ids, labels = ids_and_labels()
+        with strategy.scope():
+            model = keras_model()
+        losses = model.fit(ids, labels, epochs=4, batch_size=64,
+                           verbose=0).history["loss"]
+        report(losses=losses, replicas=strategy.num_replicas_in_sync)
+    """
+    got = run_case(body, shards, "fresh_mirrored", workdir)
+    assert got["replicas"] == 2
+    assert got["losses"][-1] < got["losses"][0], got
+
+
+# --- A shard restarted, or gone for good, during model.fit -----------------
+
+FIT_THROUGH_A_RESTART = """
+    import time
+    ids, labels = ids_and_labels(n=2048)
+    model = keras_model(retry_deadline=60.0, rpc_timeout=5.0)
+    start_file = os.path.join(WORK, TABLE + ".started")
+
+    class Announce(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            if batch == 2 and not os.path.exists(start_file):
+                open(start_file, "w").close()
+
+    begin = time.monotonic()
+    history = model.fit(ids, labels, epochs=3, batch_size=32, verbose=0,
+                        callbacks=[Announce()])
+    report(losses=history.history["loss"], seconds=time.monotonic() - begin)
+"""
+
+
+def wait_for_file(path, proc, timeout=120):
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert proc.poll() is None, f"the trainer exited {proc.returncode}"
+        assert time.monotonic() < deadline, f"no {path} after {timeout}s"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
+def test_fit_rides_through_a_shard_restart(tmp_path, how):
+    cluster = Cluster(f"strata-py-tf-restart-{how}-")
+    try:
+        server = binary("strata-server")
+        argv = [[server, "--host=127.0.0.1", f"--shard_index={i}",
+                 "--num_shards=2", "--durability=sync",
+                 f"--data_dir={cluster.workdir / f'shard{i}'}",
+                 "--log_level=warning"] for i in range(2)]
+        first = [cluster.start(f"shard{i}", argv[i] + ["--port=0"])
+                 for i in range(2)]
+        addresses = [shard.wait_ready() for shard in first]
+        victim_port = addresses[1].rsplit(":", 1)[1]
+        table = f"fresh_restart_{how}"
+        script = tmp_path / "fit.py"
+        script.write_text(PRELUDE + textwrap.dedent(FIT_THROUGH_A_RESTART))
+        env = dict(os.environ, STRATA_TEST_SHARDS=",".join(addresses),
+                   STRATA_TEST_TABLE=table, STRATA_TEST_WORKDIR=str(tmp_path),
+                   TF_CPP_MIN_LOG_LEVEL="2")
+        output = tmp_path / "fit.log"
+        with open(output, "wb") as log:
+            trainer = subprocess.Popen([sys.executable, str(script)], env=env,
+                                       stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL)
+        try:
+            wait_for_file(tmp_path / f"{table}.started", trainer)
+            first[1].proc.send_signal(
+                signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
+            first[1].proc.wait(30)
+            time.sleep(1.0)  # down long enough that calls must be retried
+            again = cluster.start("shard1-again",
+                                  argv[1] + [f"--port={victim_port}"])
+            again.wait_ready()
+            trainer.wait(CASE_TIMEOUT)
+        finally:
+            if trainer.poll() is None:
+                trainer.kill()
+                trainer.wait()
+        text = output.read_text(errors="replace")
+        assert trainer.returncode == 0, text[-6000:]
+        result = json.loads([line for line in text.splitlines()
+                             if line.startswith("RESULT ")][-1][7:])
+        assert len(result["losses"]) == 3
+        assert result["losses"][-1] < result["losses"][0], result
+        # One WARNING for the outage (per client, not per retried call).
+        waits = text.count("waiting for a shard")
+        assert 1 <= waits <= 2, text[-6000:]
+    finally:
+        cluster.stop()
+
+
+GONE = """
+    import time
+    ids, labels = ids_and_labels(n=4096)
+    short = dict(retry_deadline=2.0, rpc_timeout=1.0)
+    killed = os.path.join(WORK, "killed")
+
+    def wait_for_the_kill():
+        open(os.path.join(WORK, "kill-now"), "w").close()
+        while not os.path.exists(killed):
+            time.sleep(0.02)
+
+    errors = {}
+    # Eager: the op's own UnavailableError.
+    stf.create_table(TABLE, 4, SHARDS, **short)
+    stf.lookup(ids[:4], TABLE, 4, SHARDS, **short)
+    wait_for_the_kill()
+    begin = time.monotonic()
+    try:
+        stf.lookup(ids[:4], TABLE, 4, SHARDS, **short)
+    except tf.errors.UnavailableError as e:
+        errors["eager"] = [type(e).__name__, str(e), time.monotonic() - begin]
+    # model.fit: TensorFlow turns UNAVAILABLE from any op but its own
+    # Send/Recv inside a graph function into INTERNAL, keeping the message.
+    model = keras_model(create_table=False, **short)
+    try:
+        model.fit(ids, labels, epochs=1, batch_size=16, verbose=0)
+    except (tf.errors.UnavailableError, tf.errors.InternalError) as e:
+        errors["fit"] = [type(e).__name__, str(e), 0.0]
+    report(**errors)
+"""
+
+
+def test_shard_gone_past_the_retry_deadline_is_an_error_naming_it(tmp_path):
+    cluster = Cluster("strata-py-tf-gone-")
+    try:
+        shard = cluster.start("gone", [
+            binary("strata-server"), "--port=0", "--host=127.0.0.1",
+            f"--data_dir={cluster.workdir / 'gone'}", "--log_level=warning"])
+        address = shard.wait_ready()
+        script = tmp_path / "gone.py"
+        script.write_text(PRELUDE + textwrap.dedent(GONE))
+        env = dict(os.environ, STRATA_TEST_SHARDS=address,
+                   STRATA_TEST_TABLE="fresh_gone",
+                   STRATA_TEST_WORKDIR=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="2")
+        with open(tmp_path / "gone.log", "wb") as log:
+            trainer = subprocess.Popen([sys.executable, str(script)], env=env,
+                                       stdout=log, stderr=subprocess.STDOUT,
+                                       stdin=subprocess.DEVNULL)
+        try:
+            wait_for_file(tmp_path / "kill-now", trainer)
+            shard.proc.kill()
+            shard.proc.wait(30)
+            (tmp_path / "killed").write_text("")
+            trainer.wait(CASE_TIMEOUT)
+        finally:
+            if trainer.poll() is None:
+                trainer.kill()
+                trainer.wait()
+        text = (tmp_path / "gone.log").read_text(errors="replace")
+        assert trainer.returncode == 0, text[-6000:]
+        got = json.loads([line for line in text.splitlines()
+                          if line.startswith("RESULT ")][-1][7:])
+        kind, message, seconds = got["eager"]
+        assert kind == "UnavailableError" and address in message, got
+        assert 1.5 < seconds < 30, got
+        kind, message, _ = got["fit"]
+        assert address in message and "gave up after retrying" in message, got
+        assert kind == "UnavailableError" or (
+            "originally returned UnavailableError" in message), got
+    finally:
+        cluster.stop()
