@@ -459,3 +459,85 @@ def test_shard_gone_past_the_retry_deadline_is_an_error_naming_it(tmp_path):
             "originally returned UnavailableError" in message), got
     finally:
         cluster.stop()
+
+
+# --- Multi-hot and sequence features ---------------------------------------
+
+MULTI_HOT = """
+    kind = os.environ["STRATA_TEST_KIND"]
+    vocab, dim = 12, 4
+    rows_ids = [[1, 3, 3], [], [5, 1], [7, 3, 9, 1]]  # one empty example
+    rows_weights = [[1.0, 0.5, 2.0], [], [3.0, 1.0], [0.25, 1.0, 1.5, 0.5]]
+    ragged_ids = tf.ragged.constant(rows_ids, dtype=tf.int64)
+    ragged_weights = tf.ragged.constant(rows_weights, dtype=tf.float32)
+    upstream = tf.constant(np.arange(16, dtype=np.float32).reshape(4, 4) / 7)
+    worst = 0.0
+    for combiner in ("sum", "mean", "sqrtn"):
+        for weighted in (False, True):
+            table = f"{TABLE}_{combiner}_{int(weighted)}"
+            stf.create_table(table, dim, SHARDS, optimizer="sgd",
+                             learning_rate=1.0, initializer="uniform",
+                             initializer_args={"min": -1, "max": 1}, seed=11)
+            params = stf.lookup(np.arange(vocab), table, dim, SHARDS).numpy()
+            reference = keras.layers.Embedding(vocab, dim)
+            reference.build((None,))
+            reference.set_weights([params])
+            sparse_ids = ragged_ids.to_sparse()
+            sparse_weights = ragged_weights.to_sparse() if weighted else None
+            if kind == "ragged":
+                ids, weights = ragged_ids, ragged_weights if weighted else None
+            else:
+                ids, weights = sparse_ids, sparse_weights
+            layer = stf.Embedding(table, dim, shards=SHARDS, combiner=combiner,
+                                  create_table=False)
+            with tf.GradientTape() as tape:
+                got = layer(ids, weights)
+                loss = tf.reduce_sum(got * upstream)
+            tape.gradient(loss, layer.trainable_variables)  # pushes
+            with tf.GradientTape() as tape:
+                # The layer's tf.Variable (Keras 3 wraps it).
+                table_variable = reference.embeddings.value
+                want = tf.nn.embedding_lookup_sparse(
+                    table_variable, sparse_ids, sparse_weights,
+                    combiner=combiner)
+                ref_loss = tf.reduce_sum(want * upstream)
+            grad = tf.convert_to_tensor(
+                tape.gradient(ref_loss, table_variable))
+            assert got.shape == (4, dim), got.shape
+            np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-6)
+            after = stf.lookup(np.arange(vocab), table, dim, SHARDS).numpy()
+            np.testing.assert_allclose(after, params - grad.numpy(), atol=1e-6)
+            assert np.abs(grad.numpy()[3]).sum() > 0  # id 3 repeats
+            worst = max(worst, float(np.abs(got.numpy() - want.numpy()).max()),
+                        float(np.abs(after - (params - grad.numpy())).max()))
+    report(worst=worst)
+"""
+
+
+@pytest.mark.parametrize("kind", ["ragged", "sparse"])
+def test_multi_hot_lookups_equal_keras_with_the_same_combiner(shards, workdir,
+                                                              kind):
+    got = run_case(MULTI_HOT, shards, f"fresh_multi_hot_{kind}", workdir,
+                   env={"STRATA_TEST_KIND": kind})
+    assert got["worst"] <= 1e-6, got
+
+
+def test_multi_hot_layer_trains_in_model_fit(shards, workdir):
+    body = """
+        ids = keras.Input(shape=(None,), dtype="int64", ragged=True)
+        pooled = stf.Embedding(TABLE, 4, shards=SHARDS, combiner="mean")(ids)
+        out = keras.layers.Dense(1, activation="sigmoid")(pooled)
+        model = keras.Model(ids, out)
+        model.compile(optimizer="adam", loss="binary_crossentropy")
+        rng = np.random.default_rng(0)
+        lists = [list(rng.integers(0, 40, size=rng.integers(1, 6)))
+                 for _ in range(512)]
+        labels = np.array([[float(l[0] % 2 == 0)] for l in lists], np.float32)
+        data = tf.data.Dataset.from_tensor_slices(
+            (tf.ragged.constant(lists, dtype=tf.int64), labels)).batch(32)
+        losses = model.fit(data, epochs=8, verbose=0).history["loss"]
+        report(losses=losses)
+    """
+    got = run_case(body, shards, "fresh_multi_hot_fit", workdir)
+    assert got["losses"][-1] < got["losses"][0] - 0.01, got
+    assert all(b < a for a, b in zip(got["losses"], got["losses"][1:])), got

@@ -6,6 +6,44 @@ import tensorflow as tf
 from . import _ops
 
 
+COMBINERS = (None, "sum", "mean", "sqrtn")
+
+
+def _multi_hot(ids, weights):
+    """(flat ids, example of each id, batch size, flat float weights or
+    None) of [batch, None] ids: ragged, sparse, or dense."""
+    if isinstance(ids, tf.SparseTensor):
+        if ids.shape.rank is not None and ids.shape.rank != 2:
+            raise ValueError("strata.tf.Embedding: sparse ids must be "
+                             f"[batch, n], got rank {ids.shape.rank}")
+        segments = ids.indices[:, 0]
+        batch = ids.dense_shape[0]
+        flat_ids = ids.values
+        if weights is not None:
+            if not isinstance(weights, tf.SparseTensor):
+                raise ValueError("strata.tf.Embedding: sparse ids need "
+                                 "sparse weights with the same indices")
+            weights = weights.values
+    else:
+        if not isinstance(ids, tf.RaggedTensor):
+            ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+        if ids.ragged_rank != 1:
+            raise ValueError("strata.tf.Embedding: ragged ids must be "
+                             "[batch, None]")
+        segments = ids.value_rowids()
+        batch = ids.nrows()
+        flat_ids = ids.values
+        if weights is not None:
+            if not isinstance(weights, tf.RaggedTensor):
+                weights = tf.RaggedTensor.from_tensor(
+                    tf.convert_to_tensor(weights))
+            weights = weights.values
+    if weights is not None:
+        weights = tf.cast(weights, tf.float32)
+    return flat_ids, tf.cast(segments, tf.int32), tf.cast(batch, tf.int32), \
+        weights
+
+
 @keras.saving.register_keras_serializable(package="strata")
 class Embedding(keras.layers.Layer):
     """Embedding rows that live on a Strata training PS.
@@ -25,6 +63,15 @@ class Embedding(keras.layers.Layer):
     tf.function and in model.fit (the layer has no XLA kernel, so it sets
     supports_jit = False and jit_compile="auto" stays off).
 
+    Multi-hot and sequence features: with `combiner` ("sum", "mean" or
+    "sqrtn"), ids may be a tf.RaggedTensor or tf.SparseTensor of shape
+    [batch, None] (or dense [batch, n]), optionally with `weights` of the
+    same structure (call(ids, weights)), and each example's rows are
+    combined as tf.nn.embedding_lookup_sparse does: sum(w * row), divided
+    by sum(w) for "mean" or sqrt(sum(w^2)) for "sqrtn"; an example without
+    ids gets zeros. Output [batch, dim]. Gradients of an id that repeats,
+    within or across examples, are summed before the one push.
+
     Args:
       table: PS table name. dim: its dimension.
       shards: "host:port" or a list, in shard-index order.
@@ -33,6 +80,8 @@ class Embedding(keras.layers.Layer):
         strata.ParameterServerClient.create_table); defaults are those of
         strata-worker: Adagrad, learning rate 0.05, initial accumulator 0.1,
         truncated normal with stddev 0.01.
+      combiner: None (one row per id, output ids.shape + [dim]) or "sum",
+        "mean", "sqrtn" (see above).
       create_table: create the table on the PS when the layer is built (a
         no-op when it exists with the same config; AlreadyExistsError when
         with another).
@@ -48,7 +97,7 @@ class Embedding(keras.layers.Layer):
     def __init__(self, table, dim, shards, optimizer="adagrad",
                  learning_rate=0.05, optimizer_args=None,
                  initializer="truncated_normal", initializer_args=None,
-                 seed=0, create_table=True, rpc_timeout=10.0,
+                 seed=0, create_table=True, combiner=None, rpc_timeout=10.0,
                  retry_deadline=30.0, tls_ca_file="", tls_client_cert_file="",
                  tls_client_key_file="", auth_token_file="", **kwargs):
         super().__init__(**kwargs)
@@ -59,6 +108,11 @@ class Embedding(keras.layers.Layer):
         self.table = table
         self.dim = int(dim)
         self.create_table = bool(create_table)
+        if combiner not in COMBINERS:
+            raise ValueError(f"strata.tf.Embedding: unknown combiner "
+                             f"{combiner!r} (want None, 'sum', 'mean' or "
+                             "'sqrtn')")
+        self.combiner = combiner
         self._table_config = dict(
             optimizer=optimizer, learning_rate=learning_rate,
             optimizer_args=dict(optimizer_args or {}),
@@ -83,17 +137,44 @@ class Embedding(keras.layers.Layer):
             _ops.create_table(self.table, self.dim, **self._table_config,
                               **self._connection)
 
-    def call(self, ids):
-        return _ops.embedding_lookup(
-            ids, tf.convert_to_tensor(self.push_trigger), self.table,
-            self.dim, **self._connection)
+    def call(self, ids, weights=None):
+        trigger = tf.convert_to_tensor(self.push_trigger)
+        if self.combiner is None:
+            if weights is not None:
+                raise ValueError("strata.tf.Embedding: weights need a "
+                                 "combiner")
+            if isinstance(ids, (tf.RaggedTensor, tf.SparseTensor)):
+                raise ValueError("strata.tf.Embedding: ragged or sparse ids "
+                                 "need a combiner ('sum', 'mean', 'sqrtn')")
+            return _ops.embedding_lookup(ids, trigger, self.table, self.dim,
+                                         **self._connection)
+        return self._combined(ids, weights, trigger)
+
+    def _combined(self, ids, weights, trigger):
+        flat_ids, segments, batch, flat_weights = _multi_hot(ids, weights)
+        rows = _ops.embedding_lookup(flat_ids, trigger, self.table, self.dim,
+                                     **self._connection)  # [n, dim]
+        if flat_weights is None:
+            flat_weights = tf.ones(tf.shape(flat_ids), tf.float32)
+        summed = tf.math.unsorted_segment_sum(
+            rows * flat_weights[:, None], segments, batch)
+        if self.combiner == "sum":
+            return summed
+        if self.combiner == "mean":
+            norm = tf.math.unsorted_segment_sum(flat_weights, segments, batch)
+        else:
+            norm = tf.sqrt(tf.math.unsorted_segment_sum(
+                tf.square(flat_weights), segments, batch))
+        return tf.math.divide_no_nan(summed, norm[:, None])
 
     def compute_output_shape(self, input_shape):
+        if self.combiner is not None:
+            return (input_shape[0], self.dim)
         return tuple(input_shape) + (self.dim,)
 
     def get_config(self):
         config = super().get_config()
         config.update(table=self.table, dim=self.dim,
-                      create_table=self.create_table, **self._table_config,
+                      create_table=self.create_table, combiner=self.combiner, **self._table_config,
                       **self._connection)
         return config
