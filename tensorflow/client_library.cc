@@ -88,6 +88,9 @@ absl::StatusOr<const ClientLibrary*> ClientLibrary::Load() {
         Bind(handle, path, "strata_tf_create_table", &l.create_table),
         Bind(handle, path, "strata_tf_pull", &l.pull),
         Bind(handle, path, "strata_tf_push", &l.push),
+        Bind(handle, path, "strata_tf_serving_client_create",
+             &l.serving_client_create),
+        Bind(handle, path, "strata_tf_serving_lookup", &l.serving_lookup),
         Bind(handle, path, "strata_tf_last_error_message",
              &l.last_error_message)}) {
     if (bound.ok()) bound = s;

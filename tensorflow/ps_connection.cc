@@ -26,7 +26,8 @@ absl::StatusOr<ConnectionOptions> ConnectionOptions::FromAttrs(
 
 std::string ConnectionOptions::Key() const {
   // '\n' never occurs in an address or a path a user means.
-  return shards + "\n" + std::to_string(rpc_timeout_s) + "\n" +
+  return std::string(serving ? "serving\n" : "training\n") + shards + "\n" +
+         std::to_string(rpc_timeout_s) + "\n" +
          std::to_string(retry_deadline_s) + "\n" + tls_ca_file + "\n" +
          tls_client_cert_file + "\n" + tls_client_key_file + "\n" +
          auth_token_file;
@@ -55,10 +56,15 @@ absl::StatusOr<PsConnection*> PsConnection::Acquire(
             c.tls_client_key_file = options.tls_client_key_file.c_str();
             c.auth_token_file = options.auth_token_file.c_str();
             StrataTfClient* client = nullptr;
-            const int code = (*library)->client_create(&c, &client);
+            const int code =
+                options.serving ? (*library)->serving_client_create(&c, &client)
+                                : (*library)->client_create(&c, &client);
             if (code != 0) {
               return (*library)->ToStatus(
-                  code, "Strata client for shards " + options.shards);
+                  code,
+                  std::string(options.serving ? "Strata serving client for "
+                                              : "Strata client for shards ") +
+                      options.shards);
             }
             *made = new PsConnection(*library, client, options.shards);
             return absl::OkStatus();
@@ -84,6 +90,14 @@ absl::Status PsConnection::Pull(const std::string& table, const uint64_t* keys,
   return library_->ToStatus(
       library_->pull(client_, table.c_str(), keys, num_keys, dim, out),
       "Strata pull from table '" + table + "'");
+}
+
+absl::Status PsConnection::ServingLookup(const std::string& table,
+                                         const uint64_t* keys, size_t num_keys,
+                                         size_t dim, float* out) {
+  return library_->ToStatus(library_->serving_lookup(client_, table.c_str(),
+                                                     keys, num_keys, dim, out),
+                            "Strata serving lookup in table '" + table + "'");
 }
 
 absl::Status PsConnection::Push(const std::string& table, const uint64_t* keys,

@@ -7,9 +7,9 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "tensorflow/client_library.h"
 #include "tensorflow/core/framework/op_kernel.h"
 #include "tensorflow/core/framework/resource_mgr.h"
-#include "tensorflow/client_library.h"
 #include "tensorflow/strata_tf_client.h"
 
 namespace strata {
@@ -29,9 +29,13 @@ struct ConnectionOptions {
       tensorflow::OpKernelConstruction* context);
   // Names the connection in a ResourceMgr: equal options, equal names.
   std::string Key() const;
+
+  // `shards` are strata-serving replicas, not training shards.
+  bool serving = false;
 };
 
-// One client of the training PS (a StrataTfClient of the client library),
+// One client of the training PS, or of the serving PS when options.serving
+// (a StrataTfClient of the client library),
 // shared by all kernels with the same ConnectionOptions through the device's
 // ResourceMgr, so that they share channels. Thread-safe. Reference counted
 // (tensorflow::ResourceBase); destroys the client with its last reference.
@@ -51,6 +55,9 @@ class PsConnection : public tensorflow::ResourceBase {
   // Rows of `keys` (num_keys * dim floats) into `out`.
   absl::Status Pull(const std::string& table, const uint64_t* keys,
                     size_t num_keys, size_t dim, float* out);
+  // Rows of `keys` from the serving PS (a connection with options.serving).
+  absl::Status ServingLookup(const std::string& table, const uint64_t* keys,
+                             size_t num_keys, size_t dim, float* out);
   // Applies num_keys * dim gradients to the rows of `keys` (unique keys).
   absl::Status Push(const std::string& table, const uint64_t* keys,
                     size_t num_keys, size_t dim, const float* gradients);

@@ -52,12 +52,15 @@ const uint64_t* KeysOf(const Tensor& ids) {
 // table's name and dimension when the op has them.
 class StrataKernel : public OpKernel {
  public:
-  explicit StrataKernel(OpKernelConstruction* context) : OpKernel(context) {
+  // `serving`: the op's `shards` are strata-serving replicas.
+  explicit StrataKernel(OpKernelConstruction* context, bool serving = false)
+      : OpKernel(context) {
     OP_REQUIRES_OK(context, context->GetAttr("table", &table_));
     OP_REQUIRES_OK(context, context->GetAttr("dim", &dim_));
     absl::StatusOr<ConnectionOptions> options =
         ConnectionOptions::FromAttrs(context);
     OP_REQUIRES_OK(context, options.status());
+    options->serving = serving;
     absl::StatusOr<PsConnection*> connection =
         PsConnection::Acquire(context, *options);
     OP_REQUIRES_OK(context, connection.status());
@@ -75,34 +78,55 @@ class StrataKernel : public OpKernel {
   int64_t dim_ = 0;
 };
 
+// Rows of the distinct ids, pulled once each by `pull(keys, n, out)`, then
+// spread over the output in the order of `ids`.
+template <typename Pull>
+void LookUpRows(OpKernelContext* context, const Tensor& ids, int64_t dim_attr,
+                const Pull& pull) {
+  TensorShape shape = ids.shape();
+  OP_REQUIRES_OK(context, shape.AddDimWithStatus(dim_attr));
+  Tensor* values = nullptr;
+  OP_REQUIRES_OK(context, context->allocate_output(0, shape, &values));
+  const size_t n = ids.NumElements();
+  if (n == 0) return;
+  const size_t dim = dim_attr;
+  float* out = values->flat<float>().data();
+  DistinctIds distinct = Deduplicate(KeysOf(ids), n);
+  if (distinct.keys.size() == n) {  // in order already: pull in place
+    OP_REQUIRES_OK(context, pull(distinct.keys.data(), n, out));
+    return;
+  }
+  std::vector<float> rows(distinct.keys.size() * dim);
+  OP_REQUIRES_OK(context,
+                 pull(distinct.keys.data(), distinct.keys.size(), rows.data()));
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(out + i * dim, rows.data() + distinct.slot[i] * dim,
+                dim * sizeof(float));
+  }
+}
+
 class StrataLookupOp : public StrataKernel {
  public:
   using StrataKernel::StrataKernel;
 
   void Compute(OpKernelContext* context) override {
-    const Tensor& ids = context->input(0);
-    TensorShape shape = ids.shape();
-    OP_REQUIRES_OK(context, shape.AddDimWithStatus(dim_));
-    Tensor* values = nullptr;
-    OP_REQUIRES_OK(context, context->allocate_output(0, shape, &values));
-    const size_t n = ids.NumElements();
-    if (n == 0) return;
-    const size_t dim = dim_;
-    float* out = values->flat<float>().data();
-    DistinctIds distinct = Deduplicate(KeysOf(ids), n);
-    if (distinct.keys.size() == n) {  // in order already: pull in place
-      OP_REQUIRES_OK(context, connection_->Pull(table_, distinct.keys.data(), n,
-                                                dim, out));
-      return;
-    }
-    std::vector<float> rows(distinct.keys.size() * dim);
-    OP_REQUIRES_OK(context,
-                   connection_->Pull(table_, distinct.keys.data(),
-                                     distinct.keys.size(), dim, rows.data()));
-    for (size_t i = 0; i < n; ++i) {
-      std::memcpy(out + i * dim, rows.data() + distinct.slot[i] * dim,
-                  dim * sizeof(float));
-    }
+    LookUpRows(context, context->input(0), dim_,
+               [this](const uint64_t* keys, size_t n, float* out) {
+                 return connection_->Pull(table_, keys, n, dim_, out);
+               });
+  }
+};
+
+class StrataServingLookupOp : public StrataKernel {
+ public:
+  explicit StrataServingLookupOp(OpKernelConstruction* context)
+      : StrataKernel(context, /*serving=*/true) {}
+
+  void Compute(OpKernelContext* context) override {
+    LookUpRows(context, context->input(0), dim_,
+               [this](const uint64_t* keys, size_t n, float* out) {
+                 return connection_->ServingLookup(table_, keys, n, dim_, out);
+               });
   }
 };
 
@@ -209,6 +233,9 @@ class StrataCreateTableOp : public StrataKernel {
 
 REGISTER_KERNEL_BUILDER(Name("StrataLookup").Device(tensorflow::DEVICE_CPU),
                         StrataLookupOp);
+REGISTER_KERNEL_BUILDER(
+    Name("StrataServingLookup").Device(tensorflow::DEVICE_CPU),
+    StrataServingLookupOp);
 REGISTER_KERNEL_BUILDER(Name("StrataPush").Device(tensorflow::DEVICE_CPU),
                         StrataPushOp);
 REGISTER_KERNEL_BUILDER(

@@ -69,6 +69,25 @@ REGISTER_OP("StrataLookup")
     .SetIsStateful()
     .SetShapeFn(strata::LookupShape);
 
+// Rows of `ids` from table `table` of the serving PS: `shards` lists the
+// strata-serving replicas. What an exported model looks its rows up with,
+// so that it serves without the training cluster. Ids it holds no row for
+// read as zeros. Not differentiable.
+REGISTER_OP("StrataServingLookup")
+    .Input("ids: int64")
+    .Output("values: float")
+    .Attr("table: string")
+    .Attr("dim: int >= 1")
+    .Attr(strata::kShards)
+    .Attr(strata::kRpcTimeout)
+    .Attr(strata::kRetryDeadline)
+    .Attr(strata::kTlsCaFile)
+    .Attr(strata::kTlsCertFile)
+    .Attr(strata::kTlsKeyFile)
+    .Attr(strata::kTokenFile)
+    .SetIsStateful()
+    .SetShapeFn(strata::LookupShape);
+
 // Sums the gradients (shape ids.shape + [dim]) of each distinct id and
 // pushes the sums; the PS applies the table's optimizer to the rows.
 // `done` is 0.0 once the push succeeded. Whatever consumes it runs after the

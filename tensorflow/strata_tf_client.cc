@@ -17,11 +17,14 @@
 #include "absl/types/span.h"
 #include "common/tls.h"
 #include "proto/strata.pb.h"
+#include "serving/serving_client.h"
 #include "worker/ps_client.h"
 
-// The C handle is the C++ client; only this file sees its definition.
+// The C handle is the C++ client of the training PS or of the serving PS
+// (exactly one is set); only this file sees its definition.
 struct StrataTfClient {
   std::unique_ptr<strata::PsClient> client;
+  std::unique_ptr<strata::ServingClient> serving;
 };
 
 namespace strata {
@@ -138,12 +141,19 @@ absl::StatusOr<v1::TableConfig> ToTableConfig(
   return proto;
 }
 
-// The checks shared by pull and push; `what` names the call in messages.
+// The checks shared by pull, push and lookup; `what` names the call in
+// messages. `of_serving`: the call needs a serving PS client.
 absl::Status CheckBatch(const StrataTfClient* client, const char* table,
                         const void* keys, size_t num_keys, size_t dim,
-                        const void* values, const char* what) {
-  if (client == nullptr || client->client == nullptr) {
+                        const void* values, const char* what,
+                        bool of_serving = false) {
+  if (client == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": null client"));
+  }
+  if ((of_serving ? client->serving == nullptr : client->client == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": a client of the ", of_serving ? "training" : "serving",
+        " PS cannot do this"));
   }
   if (!IsSet(table)) {
     return absl::InvalidArgumentError(absl::StrCat(what, ": empty table"));
@@ -228,6 +238,48 @@ STRATA_TF_EXPORT int strata_tf_push(StrataTfClient* client, const char* table,
     if (!valid.ok() || num_keys == 0) return valid;
     return client->client->Push(table, absl::MakeConstSpan(keys, num_keys),
                                 absl::MakeConstSpan(gradients, num_keys * dim));
+  });
+}
+
+STRATA_TF_EXPORT int strata_tf_serving_client_create(
+    const StrataTfClientOptions* options, StrataTfClient** client) {
+  return strata::Guarded([&]() -> absl::Status {
+    if (options == nullptr || client == nullptr) {
+      return absl::InvalidArgumentError("null options or client");
+    }
+    // The same options and checks as a training PS client's.
+    absl::StatusOr<strata::PsClientOptions> parsed =
+        strata::ToPsClientOptions(*options);
+    if (!parsed.ok()) return parsed.status();
+    strata::ServingClientOptions serving_options;
+    serving_options.endpoints = parsed->shard_addresses;
+    serving_options.rpc_timeout = parsed->rpc_timeout;
+    serving_options.retry_deadline = parsed->retry_deadline;
+    serving_options.tls_ca_file = parsed->tls_ca_file;
+    serving_options.tls_client_cert_file = parsed->tls_client_cert_file;
+    serving_options.tls_client_key_file = parsed->tls_client_key_file;
+    serving_options.auth_token = parsed->auth_token;
+    absl::StatusOr<std::unique_ptr<strata::ServingClient>> serving =
+        strata::ServingClient::Create(serving_options);
+    if (!serving.ok()) return serving.status();
+    auto handle = std::make_unique<StrataTfClient>();
+    handle->serving = *std::move(serving);
+    *client = handle.release();
+    return absl::OkStatus();
+  });
+}
+
+STRATA_TF_EXPORT int strata_tf_serving_lookup(StrataTfClient* client,
+                                              const char* table,
+                                              const uint64_t* keys,
+                                              size_t num_keys, size_t dim,
+                                              float* out) {
+  return strata::Guarded([&]() -> absl::Status {
+    absl::Status valid = strata::CheckBatch(client, table, keys, num_keys, dim,
+                                            out, "lookup", true);
+    if (!valid.ok() || num_keys == 0) return valid;
+    return client->serving->Lookup(table, absl::MakeConstSpan(keys, num_keys),
+                                   absl::MakeSpan(out, num_keys * dim));
   });
 }
 

@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a declaration below changes; a loader checks it. */
-#define STRATA_TF_CLIENT_ABI_VERSION 1
+#define STRATA_TF_CLIENT_ABI_VERSION 2
 
 /* The numbers of strata.v1.OptimizerType and strata.v1.InitializerType. */
 #define STRATA_TF_OPTIMIZER_SGD 1
@@ -126,6 +126,21 @@ int strata_tf_pull(StrataTfClient* client, const char* table,
 int strata_tf_push(StrataTfClient* client, const char* table,
                    const uint64_t* keys, size_t num_keys, size_t dim,
                    const float* gradients);
+
+/* Makes a client of the serving PS (strata-serving) instead: options->shards
+ * lists its replicas' host:port, comma-separated (calls go round-robin and
+ * move to the next replica on UNAVAILABLE); the other options as for
+ * strata_tf_client_create. Only strata_tf_serving_lookup and
+ * strata_tf_client_destroy take it. */
+int strata_tf_serving_client_create(const StrataTfClientOptions* options,
+                                    StrataTfClient** client);
+
+/* Rows of keys[0..num_keys) from the serving PS, num_keys * dim floats into
+ * `out`; keys it holds no row for read as zeros. Errors as strata_tf_pull;
+ * INVALID_ARGUMENT for a client made by strata_tf_client_create. */
+int strata_tf_serving_lookup(StrataTfClient* client, const char* table,
+                             const uint64_t* keys, size_t num_keys, size_t dim,
+                             float* out);
 
 /* Code and message of the calling thread's last call (0 and "" after a
  * success). The pointer stays valid until the thread's next call. */

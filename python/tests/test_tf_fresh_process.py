@@ -541,3 +541,65 @@ def test_multi_hot_layer_trains_in_model_fit(shards, workdir):
     got = run_case(body, shards, "fresh_multi_hot_fit", workdir)
     assert got["losses"][-1] < got["losses"][0] - 0.01, got
     assert all(b < a for a, b in zip(got["losses"], got["losses"][1:])), got
+
+
+# --- A model that serves from strata-serving alone --------------------------
+
+TRAIN_AND_EXPORT = """
+    import time
+    serving = os.environ["STRATA_TEST_SERVING"]
+    ids, labels = ids_and_labels()
+    model = keras_model()
+    model.fit(ids, labels, epochs=3, batch_size=32, verbose=0)
+    # The serving PS follows the shard's change stream: wait until it has
+    # every row the model reads (ids 0..49) as the shard holds it.
+    keys = np.arange(50, dtype=np.int64)
+    trained = stf.lookup(keys, TABLE, 4, SHARDS).numpy()
+    deadline = time.monotonic() + 60
+    while not np.array_equal(stf.serving_lookup(keys, TABLE, 4, serving).numpy(),
+                             trained):
+        assert time.monotonic() < deadline, "serving PS never caught up"
+        time.sleep(0.1)
+    stf.export_for_serving(model, os.path.join(WORK, "served"), serving)
+    # The model trains on as before (its layers still use the shards).
+    assert model.layers[1].serving is None
+    report(predicted=model.predict(ids[:16], verbose=0).ravel().tolist())
+"""
+
+SERVE = """
+    ids, _ = ids_and_labels()
+    stf.load_ops()  # the SavedModel's one custom-op dependency
+    loaded = tf.saved_model.load(os.path.join(WORK, "served"))
+    signature = loaded.signatures["serving_default"]
+    by_signature = list(signature(tf.constant(ids[:16])).values())[0]
+    report(served=loaded.serve(tf.constant(ids[:16])).numpy().ravel().tolist(),
+           by_signature=by_signature.numpy().ravel().tolist())
+"""
+
+
+def test_exported_model_serves_from_strata_serving_alone(tmp_path):
+    cluster = Cluster("strata-py-tf-serve-")
+    try:
+        shard = cluster.start("shard", [
+            binary("strata-server"), "--port=0", "--host=127.0.0.1",
+            f"--data_dir={cluster.workdir / 'shard'}", "--log_level=warning"])
+        address = shard.wait_ready()
+        serving = cluster.start("serving", [
+            binary("strata-serving"), "--port=0", "--host=127.0.0.1",
+            f"--shards={address}", f"--data_dir={cluster.workdir / 'serving'}",
+            "--log_level=warning"]).wait_ready()
+        env = {"STRATA_TEST_SERVING": serving}
+        trained = run_case(TRAIN_AND_EXPORT, address, "fresh_served", tmp_path,
+                           env=env)
+        shard.stop()  # the training cluster is gone
+        assert shard.proc.returncode is not None
+        served = run_case(SERVE, "127.0.0.1:1", "fresh_served", tmp_path,
+                          env=env)
+        np.testing.assert_allclose(served["served"], trained["predicted"],
+                                   atol=1e-6)
+        np.testing.assert_allclose(served["by_signature"],
+                                   trained["predicted"], atol=1e-6)
+        # Not all 0.5: the served rows are the trained ones, not zeros.
+        assert np.ptp(served["served"]) > 1e-3, served
+    finally:
+        cluster.stop()

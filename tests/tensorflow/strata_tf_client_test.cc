@@ -88,6 +88,25 @@ TEST(StrataTfClientAbiTest, CreateNamesAMissingTokenFile) {
               HasSubstr("/nonexistent/strata-token"));
 }
 
+TEST_F(StrataTfClientTest, EachKindOfClientRefusesTheOthersCalls) {
+  StrataTfClientOptions options = {};
+  options.shards = "127.0.0.1:1";
+  StrataTfClient* serving = nullptr;
+  ASSERT_EQ(strata_tf_serving_client_create(&options, &serving), 0)
+      << strata_tf_last_error_message();
+  const uint64_t key = 1;
+  float row[2];
+  EXPECT_EQ(strata_tf_pull(serving, "t", &key, 1, 2, row), kInvalidArgument);
+  EXPECT_THAT(strata_tf_last_error_message(), HasSubstr("serving PS"));
+  EXPECT_EQ(strata_tf_serving_lookup(client_, "t", &key, 1, 2, row),
+            kInvalidArgument);
+  EXPECT_THAT(strata_tf_last_error_message(), HasSubstr("training PS"));
+  strata_tf_client_destroy(serving);
+  options.shards = "";
+  EXPECT_EQ(strata_tf_serving_client_create(&options, &serving),
+            kInvalidArgument);
+}
+
 TEST_F(StrataTfClientTest, PushSumsDuplicatesAndPullReadsTheRowsBack) {
   StrataTfTableConfig config = SgdTable("abi_sgd", 2);
   ASSERT_EQ(strata_tf_create_table(client_, &config), 0)

@@ -16,8 +16,9 @@ retry deadline tf.errors.UnavailableError or DeadlineExceededError.
 """
 
 from ._ops import (connection_attrs, create_table, embedding_lookup,
-                   library_path, load_ops, lookup, push)
-from .layers import Embedding
+                   library_path, load_ops, lookup, push, serving_lookup)
+from .layers import Embedding, export_for_serving
 
 __all__ = ["Embedding", "create_table", "lookup", "push", "embedding_lookup",
-           "connection_attrs", "load_ops", "library_path"]
+           "serving_lookup", "export_for_serving", "connection_attrs",
+           "load_ops", "library_path"]

@@ -64,7 +64,8 @@ def load_ops():
             module = tf.load_op_library(str(library_path()))
             # Gradients are the Keras layer's business (embedding_lookup);
             # the raw ops are not differentiable.
-            for op in ("StrataLookup", "StrataPush", "StrataCreateTable"):
+            for op in ("StrataLookup", "StrataPush", "StrataCreateTable",
+                       "StrataServingLookup"):
                 tf.no_gradient(op)
             _module = module
         return _module
@@ -147,6 +148,16 @@ def lookup(ids, table, dim, shards, **connection):
     Not differentiable: see embedding_lookup."""
     return load_ops().strata_lookup(as_ids(ids), table=table, dim=int(dim),
                                     **connection_attrs(shards, **connection))
+
+
+def serving_lookup(ids, table, dim, serving, **connection):
+    """Rows of `ids` (any shape) from the serving PS: `serving` is
+    "host:port" or a list of strata-serving replicas (tried round-robin).
+    float32 of shape ids.shape + [dim]; ids it holds no row for read as
+    zeros. Not differentiable. The op an exported model serves with."""
+    return load_ops().strata_serving_lookup(
+        as_ids(ids), table=table, dim=int(dim),
+        **connection_attrs(serving, **connection))
 
 
 def push(ids, gradients, table, dim, shards, **connection):

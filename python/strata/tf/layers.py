@@ -82,6 +82,10 @@ class Embedding(keras.layers.Layer):
         truncated normal with stddev 0.01.
       combiner: None (one row per id, output ids.shape + [dim]) or "sum",
         "mean", "sqrtn" (see above).
+      serving: None (train against `shards`), or strata-serving replicas
+        ("host:port" or a list): the layer then looks its rows up there
+        (StrataServingLookup), pushes nothing and creates no table. See
+        export_for_serving.
       create_table: create the table on the PS when the layer is built (a
         no-op when it exists with the same config; AlreadyExistsError when
         with another).
@@ -97,7 +101,8 @@ class Embedding(keras.layers.Layer):
     def __init__(self, table, dim, shards, optimizer="adagrad",
                  learning_rate=0.05, optimizer_args=None,
                  initializer="truncated_normal", initializer_args=None,
-                 seed=0, create_table=True, combiner=None, rpc_timeout=10.0,
+                 seed=0, create_table=True, combiner=None, serving=None,
+                 rpc_timeout=10.0,
                  retry_deadline=30.0, tls_ca_file="", tls_client_cert_file="",
                  tls_client_key_file="", auth_token_file="", **kwargs):
         super().__init__(**kwargs)
@@ -113,6 +118,7 @@ class Embedding(keras.layers.Layer):
                              f"{combiner!r} (want None, 'sum', 'mean' or "
                              "'sqrtn')")
         self.combiner = combiner
+        self.serving = serving
         self._table_config = dict(
             optimizer=optimizer, learning_rate=learning_rate,
             optimizer_args=dict(optimizer_args or {}),
@@ -133,7 +139,7 @@ class Embedding(keras.layers.Layer):
         self.push_trigger = self.add_weight(
             name="push_trigger", shape=(), initializer="zeros",
             trainable=True)
-        if self.create_table:
+        if self.create_table and not self.serving:
             _ops.create_table(self.table, self.dim, **self._table_config,
                               **self._connection)
 
@@ -146,14 +152,21 @@ class Embedding(keras.layers.Layer):
             if isinstance(ids, (tf.RaggedTensor, tf.SparseTensor)):
                 raise ValueError("strata.tf.Embedding: ragged or sparse ids "
                                  "need a combiner ('sum', 'mean', 'sqrtn')")
-            return _ops.embedding_lookup(ids, trigger, self.table, self.dim,
-                                         **self._connection)
+            return self._rows(ids, trigger)
         return self._combined(ids, weights, trigger)
+
+    def _rows(self, ids, trigger):
+        if self.serving:
+            connection = dict(self._connection)
+            del connection["shards"]
+            return _ops.serving_lookup(ids, self.table, self.dim, self.serving,
+                                       **connection)
+        return _ops.embedding_lookup(ids, trigger, self.table, self.dim,
+                                     **self._connection)
 
     def _combined(self, ids, weights, trigger):
         flat_ids, segments, batch, flat_weights = _multi_hot(ids, weights)
-        rows = _ops.embedding_lookup(flat_ids, trigger, self.table, self.dim,
-                                     **self._connection)  # [n, dim]
+        rows = self._rows(flat_ids, trigger)  # [n, dim]
         if flat_weights is None:
             flat_weights = tf.ones(tf.shape(flat_ids), tf.float32)
         summed = tf.math.unsorted_segment_sum(
@@ -175,6 +188,31 @@ class Embedding(keras.layers.Layer):
     def get_config(self):
         config = super().get_config()
         config.update(table=self.table, dim=self.dim,
-                      create_table=self.create_table, combiner=self.combiner, **self._table_config,
+                      create_table=self.create_table, combiner=self.combiner,
+                      serving=self.serving, **self._table_config,
                       **self._connection)
         return config
+
+
+def export_for_serving(model, path, serving, **export_args):
+    """Exports `model` as a SavedModel (model.export: endpoint `serve`,
+    signature `serving_default`, what TensorFlow Serving loads) whose
+    strata.tf.Embedding layers look their rows up on the serving PS
+    `serving` ("host:port" or a list of strata-serving replicas) instead of
+    the training shards, so that it answers without the training cluster.
+    The one custom-op dependency of the SavedModel is libstrata_tf_ops.so:
+    load it first (strata.tf.load_ops(), or TF Serving's custom-op build).
+    The model itself is left as it was."""
+    layers = [layer for layer in model._flatten_layers()
+              if isinstance(layer, Embedding)]
+    if not layers:
+        raise ValueError("strata.tf.export_for_serving: the model has no "
+                         "strata.tf.Embedding layer")
+    before = [layer.serving for layer in layers]
+    try:
+        for layer in layers:
+            layer.serving = serving
+        model.export(str(path), **export_args)
+    finally:
+        for layer, was in zip(layers, before):
+            layer.serving = was
