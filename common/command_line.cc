@@ -32,6 +32,11 @@ std::vector<std::string> ParseCommandLine(const char* usage, int argc,
     return !absl::StrContains(file, "absl/");
   };
   config.contains_helpshort_flags = config.contains_help_flags;
+  // --version: "<program> <version>", one line, for scripts and bug reports.
+  const std::string program = argc > 0 ? Basename(argv[0]) : "strata";
+  config.version_string = [program] {
+    return absl::StrCat(program, " ", STRATA_VERSION, "\n");
+  };
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
   if (absl::Status flags = CheckCommandLineFlags(argc, argv); !flags.ok()) {

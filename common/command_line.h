@@ -12,7 +12,8 @@ namespace strata {
 inline constexpr int kUsageExitCode = 2;
 
 // Parses absl flags with `usage` as the --help header, listing every flag of
-// the program (not only those defined in its main file). Returns the
+// the program (not only those defined in its main file); --version prints
+// "<program> <version>" and exits 0. Returns the
 // positional arguments, program name first. An unknown flag or a bad flag
 // value prints "<program>: <problem> (see --help)" and exits with
 // kUsageExitCode.

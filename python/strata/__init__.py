@@ -10,7 +10,7 @@ from .errors import (AbortedError, AlreadyExistsError, DeadlineExceededError,
 from .serving import ServingClient
 from .training import ParameterServerClient
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "ServingClient", "ParameterServerClient", "StrataError",

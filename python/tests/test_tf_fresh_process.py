@@ -10,6 +10,7 @@ non-zero exit with the script's output in the failure.
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -603,3 +604,23 @@ def test_exported_model_serves_from_strata_serving_alone(tmp_path):
         assert np.ptp(served["served"]) > 1e-3, served
     finally:
         cluster.stop()
+
+
+def test_op_library_of_another_tensorflow_fails_at_load_naming_both(
+        tmp_path):
+    built = stf.library_path()
+    for name in (built.name, "libstrata_tf_client.so"):
+        shutil.copy(built.parent / name, tmp_path / name)
+    (tmp_path / (built.name + ".tf_version")).write_text("2.0.0\n")
+    body = """
+        try:
+            stf.load_ops()
+        except ImportError as e:
+            report(error=str(e), tf=tf.__version__)
+        else:
+            report(error=None)
+    """
+    got = run_case(body, "127.0.0.1:1", "fresh_version", tmp_path, env={
+        "STRATA_TF_OPS_LIBRARY": str(tmp_path / built.name)})
+    assert got["error"] and "2.0.0" in got["error"], got
+    assert f"TensorFlow {got['tf']}" in got["error"], got

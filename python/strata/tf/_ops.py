@@ -61,7 +61,22 @@ def load_ops():
     global _module
     with _lock:
         if _module is None:
-            module = tf.load_op_library(str(library_path()))
+            path = library_path()
+            built_for = _built_for(path)
+            if built_for is not None and built_for != tf.__version__:
+                raise ImportError(
+                    f"strata.tf: {path} was built for TensorFlow {built_for}, "
+                    f"but this Python has TensorFlow {tf.__version__}: "
+                    "rebuild it against this one (pip install ./python, or "
+                    "cmake -DSTRATA_TF_PYTHON=<this python> and make "
+                    "strata_tf_ops)")
+            try:
+                module = tf.load_op_library(str(path))
+            except tf.errors.NotFoundError as e:
+                raise ImportError(
+                    f"strata.tf: cannot load {path} (built for TensorFlow "
+                    f"{built_for or 'unknown'}, this is {tf.__version__}): "
+                    f"{e}") from e
             # Gradients are the Keras layer's business (embedding_lookup);
             # the raw ops are not differentiable.
             for op in ("StrataLookup", "StrataPush", "StrataCreateTable",
@@ -69,6 +84,15 @@ def load_ops():
                 tf.no_gradient(op)
             _module = module
         return _module
+
+
+def _built_for(path):
+    """The TensorFlow version the op library at `path` was built for (the
+    file CMake writes next to it), or None when that file is missing."""
+    try:
+        return pathlib.Path(str(path) + ".tf_version").read_text().strip()
+    except OSError:
+        return None
 
 
 def connection_attrs(shards, rpc_timeout=10.0, retry_deadline=30.0,
