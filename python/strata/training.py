@@ -1,4 +1,5 @@
-"""Small client of the training shards (strata-server), for tests and tools.
+"""Client of the training shards (strata-server): admin calls, and pulls and
+pushes for tests and tools.
 
 Routes keys as the C++ PsClient does (hashing.py), one request per shard.
 Workers should use the C++ client; this one is sequential and unbatched.
@@ -6,12 +7,13 @@ Workers should use the C++ client; this one is sequential and unbatched.
 
 import time
 import uuid
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
 import grpc
 import numpy as np
 
 from ._keys import as_keys
-from ._proto import strata_pb2, strata_pb2_grpc
+from ._proto import health_pb2, health_pb2_grpc, strata_pb2, strata_pb2_grpc
 from ._rpc import EndpointPool, RetryPolicy
 from .errors import InternalError, InvalidArgumentError
 from .hashing import shards_of
@@ -23,10 +25,48 @@ _INITIALIZERS = {"zeros": strata_pb2.ZEROS, "constant": strata_pb2.CONSTANT,
                  "truncated_normal": strata_pb2.TRUNCATED_NORMAL}
 
 
+# The defaults of a new table, the same here, in strata.tf.Embedding and in
+# strata-worker: Adagrad (learning rate 0.05, initial accumulator 0.1) over
+# rows drawn from a truncated normal of stddev 0.01.
+DEFAULT_OPTIMIZER = "adagrad"
+DEFAULT_LEARNING_RATE = 0.05
+DEFAULT_INITIALIZER = "truncated_normal"
+
+
+def default_optimizer_args(optimizer: str) -> Dict[str, float]:
+    return {"initial_accumulator": 0.1} if optimizer == "adagrad" else {}
+
+
+def default_initializer_args(initializer: str) -> Dict[str, float]:
+    return {"stddev": 0.01} if initializer == "truncated_normal" else {}
+
+
+# create_table(admission=..., eviction=...) keys -> TableConfig fields.
+_ADMISSION = {"min_count": "admit_min_count",
+              "probability": "admit_probability",
+              "sketch_width": "admit_sketch_width",
+              "sketch_depth": "admit_sketch_depth"}
+_EVICTION = {"after_steps": "evict_after_steps",
+             "after_seconds": "evict_after_seconds",
+             "min_norm": "evict_min_norm"}
+
+
+def _policy_fields(what: str, given: Optional[Mapping[str, Any]],
+                   names: Mapping[str, str]) -> Dict[str, Any]:
+    fields = {}
+    for key, value in (given or {}).items():
+        if key not in names:
+            raise ValueError(f"unknown {what} option {key!r} (want one of "
+                             f"{', '.join(sorted(names))})")
+        fields[names[key]] = value
+    return fields
+
+
 class ParameterServerClient:
     """Talks to every shard of a training cluster.
 
-    `shards`: "host:port" of every shard, in shard-index order. Each call to
+    `shards`: "host:port" of every shard, in shard-index order (a list, or
+    one string with commas, as strata.tf takes them). Each call to
     a shard has a deadline of `timeout` seconds and retries UNAVAILABLE with
     backoff until then. Pushes carry `client_id` (random unless given) and a
     sequence number, so a retried push is applied once.
@@ -38,13 +78,19 @@ class ParameterServerClient:
         rows = ps.pull("user", [1, 2])
     """
 
-    def __init__(self, shards, timeout=10.0, client_id=None,
-                 initial_backoff=0.05, max_backoff=1.0):
+    def __init__(self, shards: Union[str, Sequence[str]], timeout: float = 10.0,
+                 client_id: Optional[str] = None,
+                 initial_backoff: float = 0.05, max_backoff: float = 1.0):
         policy = RetryPolicy(timeout, initial_backoff, max_backoff)
-        shards = [shards] if isinstance(shards, str) else list(shards)
-        if not shards:
-            raise ValueError("no shard addresses given")
+        if isinstance(shards, str):  # "host:port" or "host:port,host:port"
+            shards = [s.strip() for s in shards.split(",")]
+        shards = list(shards)
+        if not shards or not all(shards):
+            raise ValueError(f"no or empty shard address in {shards!r}")
+        self.addresses = shards
         self._shards = [EndpointPool(s, policy, strata_pb2_grpc.ParameterServerStub)
+                        for s in shards]
+        self._health = [EndpointPool(s, policy, health_pb2_grpc.HealthStub)
                         for s in shards]
         self.client_id = client_id or f"py-{uuid.uuid4().hex}"
         # As the C++ PsClient: sequences start at the time in microseconds, so
@@ -55,29 +101,116 @@ class ParameterServerClient:
     def num_shards(self):
         return len(self._shards)
 
-    def create_table(self, name, dim, optimizer="adagrad", learning_rate=0.0,
-                     initializer="zeros", seed=0, optimizer_args=None,
-                     initializer_args=None):
-        """Creates `name` on every shard. optimizer_args: other
-        OptimizerConfig fields (epsilon, beta1, beta2, initial_accumulator,
-        ftrl_beta, l1, l2); initializer_args: InitializerConfig fields (value,
-        min, max, mean, stddev). Returns False when an identical table already
-        existed everywhere."""
+    def create_table(self, name: str, dim: int,
+                     optimizer: str = DEFAULT_OPTIMIZER,
+                     learning_rate: float = DEFAULT_LEARNING_RATE,
+                     initializer: str = DEFAULT_INITIALIZER, seed: int = 0,
+                     optimizer_args: Optional[Mapping[str, float]] = None,
+                     initializer_args: Optional[Mapping[str, float]] = None,
+                     admission: Optional[Mapping[str, Any]] = None,
+                     eviction: Optional[Mapping[str, Any]] = None,
+                     memory_budget_bytes: int = 0,
+                     timeout: Optional[float] = None) -> bool:
+        """Creates `name` on every shard; every option of strata.v1.TableConfig.
+
+        optimizer: sgd, adagrad, adam or ftrl; optimizer_args: epsilon,
+          beta1, beta2, initial_accumulator, ftrl_beta, l1, l2 (default for
+          adagrad: initial_accumulator 0.1).
+        initializer: zeros, constant, uniform or truncated_normal;
+          initializer_args: value, min, max, mean, stddev (default for
+          truncated_normal: stddev 0.01).
+        admission: min_count, probability, sketch_width, sketch_depth (a key
+          gets a row only once admitted). eviction: after_steps,
+          after_seconds, min_norm. memory_budget_bytes: rows past it live on
+          disk only (0: no budget).
+        The defaults are strata.tf.Embedding's. Returns False when an
+        identical table already existed everywhere; AlreadyExistsError when
+        one exists with another config."""
+        if optimizer_args is None:
+            optimizer_args = default_optimizer_args(optimizer)
+        if initializer_args is None:
+            initializer_args = default_initializer_args(initializer)
         try:
             config = strata_pb2.TableConfig(
                 name=name, dim=dim, seed=seed,
                 optimizer=strata_pb2.OptimizerConfig(
                     type=_OPTIMIZERS[optimizer], learning_rate=learning_rate,
-                    **(optimizer_args or {})),
+                    **optimizer_args),
                 initializer=strata_pb2.InitializerConfig(
-                    type=_INITIALIZERS[initializer], **(initializer_args or {})))
+                    type=_INITIALIZERS[initializer], **initializer_args),
+                memory_budget_bytes=memory_budget_bytes,
+                **_policy_fields("admission", admission, _ADMISSION),
+                **_policy_fields("eviction", eviction, _EVICTION))
         except KeyError as e:
             raise ValueError(f"unknown optimizer or initializer {e}") from None
         request = strata_pb2.CreateTableRequest(config=config)
-        created = [s.call("CreateTable", request).created for s in self._shards]
+        created = [s.call("CreateTable", request, timeout).created
+                   for s in self._shards]
         return any(created)
 
-    def pull(self, table, keys):
+    def list_tables(self, timeout: Optional[float] = None
+                    ) -> List[Dict[str, Any]]:
+        """Every table, with its config (a strata.v1.TableConfig) and, summed
+        over the shards: num_rows, rows_in_memory, memory_bytes,
+        admitted_keys, rejected_gradients, evicted_rows."""
+        counters = ("num_rows", "rows_in_memory", "memory_bytes",
+                    "admitted_keys", "rejected_gradients", "evicted_rows")
+        tables: Dict[str, Dict[str, Any]] = {}
+        for shard in self._shards:
+            answer = shard.call("ListTables", strata_pb2.ListTablesRequest(),
+                                timeout)
+            for info in answer.tables:
+                table = tables.setdefault(info.config.name, dict(
+                    name=info.config.name, dim=info.config.dim,
+                    config=info.config, **{c: 0 for c in counters}))
+                for c in counters:
+                    table[c] += getattr(info, c)
+        return [tables[name] for name in sorted(tables)]
+
+    def stats(self, timeout: Optional[float] = None
+              ) -> List["strata_pb2.StatsResponse"]:
+        """Each shard's strata.v1.StatsResponse (counters, tables,
+        checkpoints, write failures), in shard-index order."""
+        return [s.call("Stats", strata_pb2.StatsRequest(), timeout)
+                for s in self._shards]
+
+    def health(self, timeout: Optional[float] = None) -> Dict[str, str]:
+        """address -> grpc.health.v1 status name ("SERVING", "NOT_SERVING")
+        of every shard; a shard that stays unreachable raises
+        UnavailableError naming it."""
+        names = health_pb2.HealthCheckResponse.ServingStatus
+        return {address: names.Name(
+                    pool.call("Check", health_pb2.HealthCheckRequest(),
+                              timeout).status)
+                for address, pool in zip(self.addresses, self._health)}
+
+    def checkpoint(self, checkpoint_id: str = "", global_step: int = 0,
+                   incremental: bool = False,
+                   timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Checkpoints every shard under one id ("" picks
+        "step-<global_step>"); incremental: only rows changed since each
+        shard's previous one. Returns checkpoint_id, global_step, num_rows
+        (summed) and the per-shard answers (`shards`)."""
+        request = strata_pb2.CheckpointRequest(
+            checkpoint_id=checkpoint_id, global_step=global_step,
+            incremental=incremental)
+        answers = [s.call("Checkpoint", request, timeout)
+                   for s in self._shards]
+        return dict(checkpoint_id=answers[0].checkpoint_id,
+                    global_step=answers[0].global_step,
+                    num_rows=sum(a.num_rows for a in answers), shards=answers)
+
+    def restore(self, checkpoint_id: str,
+                timeout: Optional[float] = None) -> Dict[str, Any]:
+        """Restores every shard to `checkpoint_id`. Returns global_step and
+        num_rows (summed)."""
+        request = strata_pb2.RestoreRequest(checkpoint_id=checkpoint_id)
+        answers = [s.call("Restore", request, timeout) for s in self._shards]
+        return dict(global_step=answers[0].global_step,
+                    num_rows=sum(a.num_rows for a in answers))
+
+    def pull(self, table: str, keys, timeout: Optional[float] = None
+             ) -> np.ndarray:
         """Rows of `keys` (1-D ids) as float32 (len(keys), dim)."""
         ids = self._ids(table, keys)
         unique, inverse = np.unique(ids, return_inverse=True)
@@ -85,7 +218,7 @@ class ParameterServerClient:
         for shard, positions in self._route(table, unique):
             request = strata_pb2.PullRequest(batches=[strata_pb2.TableBatch(
                 table=table, keys=unique[positions].tolist())])
-            response = self._shards[shard].call("Pull", request)
+            response = self._shards[shard].call("Pull", request, timeout)
             values = np.array(response.batches[0].values, dtype=np.float32)
             if len(response.batches) != 1 or values.size % positions.size:
                 raise InternalError(grpc.StatusCode.INTERNAL,
@@ -96,7 +229,8 @@ class ParameterServerClient:
             rows[positions] = values.reshape(positions.size, dim)
         return rows[inverse.reshape(-1)]
 
-    def push(self, table, keys, gradients):
+    def push(self, table: str, keys, gradients,
+             timeout: Optional[float] = None) -> bool:
         """Applies `gradients` (len(keys) x dim, or flat) to the rows of
         `keys`; gradients of duplicate keys are summed first. Returns True
         when every shard took it as a duplicate of an applied push."""
@@ -118,12 +252,13 @@ class ParameterServerClient:
                     table=table, keys=unique[positions].tolist(),
                     values=summed[positions].reshape(-1).tolist())],
                 client_id=self.client_id, sequence=sequence)
-            duplicate &= self._shards[shard].call("Push", request).duplicate
+            duplicate &= self._shards[shard].call("Push", request,
+                                                  timeout).duplicate
         return duplicate
 
-    def close(self):
-        for shard in self._shards:
-            shard.close()
+    def close(self) -> None:
+        for pool in self._shards + self._health:
+            pool.close()
 
     def __enter__(self):
         return self

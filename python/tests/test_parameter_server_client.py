@@ -29,7 +29,7 @@ def pull_with_stratactl(stratactl, table, keys):
 
 def test_python_pushes_land_where_the_cpp_client_reads(ps, stratactl):
     assert ps.create_table("py_route", dim=3, optimizer="sgd",
-                           learning_rate=1.0)
+                           learning_rate=1.0, initializer="zeros")
     grads = np.arange(len(KEYS) * 3, dtype=np.float32).reshape(-1, 3) / 4
     ps.push("py_route", KEYS, grads)
     np.testing.assert_array_equal(pull_with_stratactl(stratactl, "py_route", KEYS),
@@ -48,7 +48,8 @@ def test_cpp_pushes_are_read_back_by_python(ps, stratactl, tmp_path):
 
 
 def test_pull_keeps_order_and_duplicates_and_push_sums_them(ps):
-    ps.create_table("py_dups", dim=2, optimizer="sgd", learning_rate=1.0)
+    ps.create_table("py_dups", dim=2, optimizer="sgd", learning_rate=1.0,
+                    initializer="zeros")
     ps.push("py_dups", [5, 5, 9], [[1, 1], [2, 2], [4, 8]])
     rows = ps.pull("py_dups", np.array([9, 5, 9, 7], np.uint64))
     np.testing.assert_array_equal(rows, [[-4, -8], [-3, -3], [-4, -8], [0, 0]])
@@ -106,3 +107,48 @@ def test_a_request_that_does_not_parse_is_invalid_argument_naming_it(
     assert raised.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert method in raised.value.details()
     assert "is not a strata.v1." in raised.value.details()
+
+
+def test_admin_calls_cover_tables_stats_health_checkpoint_and_restore(
+        shard_addresses):
+    with strata.ParameterServerClient(shard_addresses) as ps:
+        assert ps.create_table(
+            "py_admin", dim=2, optimizer="sgd", learning_rate=1.0,
+            initializer="zeros", admission={"min_count": 2},
+            eviction={"after_steps": 1000}, memory_budget_bytes=1 << 20,
+            timeout=5.0)
+        keys = list(range(1, 41))
+        ps.push("py_admin", keys, np.ones((40, 2), np.float32))
+        ps.push("py_admin", keys, np.ones((40, 2), np.float32))  # admitted
+        table = [t for t in ps.list_tables() if t["name"] == "py_admin"][0]
+        assert table["dim"] == 2 and table["num_rows"] == 40, table
+        assert table["config"].admit_min_count == 2
+        assert table["config"].evict_after_steps == 1000
+        assert table["config"].memory_budget_bytes == 1 << 20
+        stats = ps.stats(timeout=5.0)
+        assert [s.shard_index for s in stats] == [0, 1]
+        assert sum(s.keys_pushed for s in stats) >= 80
+        assert ps.health() == {a: "SERVING" for a in shard_addresses}
+        saved = ps.checkpoint("py-admin-ck", global_step=7)
+        assert saved["checkpoint_id"] == "py-admin-ck"
+        assert saved["global_step"] == 7 and saved["num_rows"] >= 40
+        before = ps.pull("py_admin", keys)
+        ps.push("py_admin", keys, np.ones((40, 2), np.float32))
+        assert not np.array_equal(ps.pull("py_admin", keys), before)
+        restored = ps.restore("py-admin-ck", timeout=30.0)
+        assert restored["global_step"] == 7
+        np.testing.assert_array_equal(ps.pull("py_admin", keys), before)
+        with pytest.raises(ValueError, match="min_counts"):
+            ps.create_table("py_bad", dim=2, admission={"min_counts": 2})
+
+
+def test_defaults_agree_with_the_keras_layer():
+    import inspect
+    import strata.training as training
+    signature = inspect.signature(
+        strata.ParameterServerClient.create_table).parameters
+    assert signature["optimizer"].default == training.DEFAULT_OPTIMIZER
+    assert signature["learning_rate"].default == 0.05
+    assert signature["initializer"].default == "truncated_normal"
+    assert training.default_optimizer_args("adagrad") == {
+        "initial_accumulator": 0.1}

@@ -624,3 +624,31 @@ def test_op_library_of_another_tensorflow_fails_at_load_naming_both(
         "STRATA_TF_OPS_LIBRARY": str(tmp_path / built.name)})
     assert got["error"] and "2.0.0" in got["error"], got
     assert f"TensorFlow {got['tf']}" in got["error"], got
+
+
+def test_checkpoint_callback_saves_rows_and_dense_weights_together(
+        shards, workdir):
+    body = """
+        ids, labels = ids_and_labels()
+        model = keras_model()
+        directory = os.path.join(WORK, "ck")
+        saved = stf.CheckpointCallback(SHARDS, directory)
+        at_checkpoints = {}
+
+        class Record(keras.callbacks.Callback):
+            def on_epoch_end(self, epoch, logs=None):
+                at_checkpoints[saved.saved[-1]] = model.predict(
+                    ids[:16], verbose=0)
+
+        model.fit(ids, labels, epochs=3, batch_size=32, verbose=0,
+                  callbacks=[saved, Record()])
+        assert saved.saved == ["step-8", "step-16", "step-24"], saved.saved
+        first = at_checkpoints["step-8"]
+        assert not np.allclose(model.predict(ids[:16], verbose=0), first)
+        step = stf.restore_checkpoint(model, SHARDS, directory, "step-8")
+        report(step=step, restored=model.predict(ids[:16], verbose=0).tolist(),
+               first=first.tolist())
+    """
+    got = run_case(body, shards, "fresh_checkpoint", workdir)
+    assert got["step"] == 8
+    np.testing.assert_allclose(got["restored"], got["first"], atol=1e-6)

@@ -17,8 +17,10 @@ retry deadline tf.errors.UnavailableError or DeadlineExceededError.
 
 from ._ops import (connection_attrs, create_table, embedding_lookup,
                    library_path, load_ops, lookup, push, serving_lookup)
+from .checkpoints import CheckpointCallback, restore_checkpoint
 from .layers import Embedding, export_for_serving
 
 __all__ = ["Embedding", "create_table", "lookup", "push", "embedding_lookup",
-           "serving_lookup", "export_for_serving", "connection_attrs",
+           "serving_lookup", "export_for_serving", "CheckpointCallback",
+           "restore_checkpoint", "connection_attrs",
            "load_ops", "library_path"]

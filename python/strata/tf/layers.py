@@ -4,6 +4,7 @@ import keras
 import tensorflow as tf
 
 from . import _ops
+from .. import training
 
 
 COMBINERS = (None, "sum", "mean", "sqrtn")
@@ -98,18 +99,21 @@ class Embedding(keras.layers.Layer):
       rows = strata.tf.Embedding("ctr", 16, shards="127.0.0.1:50051")(ids)
     """
 
-    def __init__(self, table, dim, shards, optimizer="adagrad",
-                 learning_rate=0.05, optimizer_args=None,
-                 initializer="truncated_normal", initializer_args=None,
+    def __init__(self, table, dim, shards,
+                 optimizer=training.DEFAULT_OPTIMIZER,
+                 learning_rate=training.DEFAULT_LEARNING_RATE,
+                 optimizer_args=None,
+                 initializer=training.DEFAULT_INITIALIZER,
+                 initializer_args=None,
                  seed=0, create_table=True, combiner=None, serving=None,
                  rpc_timeout=10.0,
                  retry_deadline=30.0, tls_ca_file="", tls_client_cert_file="",
                  tls_client_key_file="", auth_token_file="", **kwargs):
         super().__init__(**kwargs)
-        if optimizer_args is None and optimizer == "adagrad":
-            optimizer_args = {"initial_accumulator": 0.1}
-        if initializer_args is None and initializer == "truncated_normal":
-            initializer_args = {"stddev": 0.01}
+        if optimizer_args is None:
+            optimizer_args = training.default_optimizer_args(optimizer)
+        if initializer_args is None:
+            initializer_args = training.default_initializer_args(initializer)
         self.table = table
         self.dim = int(dim)
         self.create_table = bool(create_table)
