@@ -4,7 +4,8 @@
 #        (BUILD_DIR default: build, from the repo root)
 # Needs BUILD_DIR/bin/{strata-server,strata-serving,stratactl}. Creates (once)
 # the virtualenv BUILD_DIR/python-venv, installs the pinned dependencies and
-# ./python (not editable), then runs pytest. Exits non-zero on any failure,
+# ./python (not editable; with STRATA_BUILD_DIR=BUILD_DIR, so that its op
+# library is built there), then runs pytest. Exits non-zero on any failure,
 # including a run that collects no tests (pytest exit 5).
 #
 # strata.tf: installs the pinned tensorflow-cpu into the venv, re-configures
@@ -27,7 +28,6 @@ py="$venv/bin/python"
 "$py" -m pip install -q --disable-pip-version-check \
   "grpcio>=1.62,<2" "grpcio-tools>=1.62,<2" "protobuf>=4.25,<8" \
   "numpy>=1.23,<3" "pytest>=7,<10"
-"$py" -m pip install -q --disable-pip-version-check ./python
 
 build_tf_ops() {
   local cache="$build_dir/CMakeCache.txt" lock=()
@@ -58,6 +58,12 @@ if [[ "${STRATA_PYTHON_TF:-1}" != 0 ]]; then
     "tensorflow-cpu==2.21.0" "keras==3.15.1"
   build_tf_ops
 fi
+
+# Installed last, so that with tensorflow present the package carries the op
+# library it builds (setup.py), as a user's pip install does.
+STRATA_BUILD_DIR="$build_dir" STRATA_TF_OPS="${STRATA_PYTHON_TF:-1}" \
+  "$py" -m pip install -q \
+  --disable-pip-version-check ./python
 
 export STRATA_BIN_DIR="${STRATA_BIN_DIR:-$build_dir/bin}"
 status=0

@@ -25,7 +25,7 @@ tf = pytest.importorskip(
     "(python/run_tests.sh installs tensorflow-cpu)")
 
 import strata.tf as stf  # noqa: E402  (needs tensorflow)
-from strata_cluster import Cluster, binary  # noqa: E402
+from strata_cluster import REPO, Cluster, binary  # noqa: E402
 
 CASE_TIMEOUT = 240
 
@@ -652,3 +652,23 @@ def test_checkpoint_callback_saves_rows_and_dense_weights_together(
     got = run_case(body, shards, "fresh_checkpoint", workdir)
     assert got["step"] == 8
     np.testing.assert_allclose(got["restored"], got["first"], atol=1e-6)
+
+
+def test_readme_example_runs_from_another_directory_without_env_vars(
+        shards, serving_address, tmp_path):
+    """examples/keras_quickstart.py as a user runs it: from elsewhere, with
+    the package as pip installed it (op library included), no STRATA_*."""
+    example = REPO / "examples" / "keras_quickstart.py"
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("STRATA_") and k != "PYTHONPATH"}
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    result = subprocess.run(
+        [sys.executable, str(example), f"--shards={shards}",
+         f"--serving={serving_address}", f"--out={tmp_path / 'out'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=CASE_TIMEOUT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert got["served_equals_trained"], got
+    assert got["losses"][-1] < got["losses"][0], got
+    assert len(got["checkpoints"]) == 4, got

@@ -14,17 +14,19 @@ def _weights_path(directory, checkpoint_id):
 
 class CheckpointCallback(keras.callbacks.Callback):
     """At the end of every epoch (or every `every_n_steps` training steps),
-    checkpoints the PS under "step-<N>" (N: training steps so far, the
-    checkpoint's global_step) and saves the model's dense weights to
-    <directory>/step-<N>.weights.h5 at the same step, so that the two
-    always match. Restore both with restore_checkpoint().
+    checkpoints the PS under "<prefix>step-<N>" (N: training steps so far,
+    the checkpoint's global_step) and saves the model's dense weights to
+    <directory>/<prefix>step-<N>.weights.h5 at the same step, so that the
+    two always match. Restore both with restore_checkpoint(). A checkpoint
+    id is the cluster's: one taken before under the same id makes fit fail
+    with AlreadyExistsError, so give each job its own `prefix`.
 
     shards: the training cluster ("host:port" or a list, in shard order).
     incremental: PS checkpoints after the first hold only changed rows.
     """
 
     def __init__(self, shards, directory, every_n_steps=None,
-                 incremental=False, timeout=300.0):
+                 incremental=False, prefix="", timeout=300.0):
         super().__init__()
         if every_n_steps is not None and int(every_n_steps) < 1:
             raise ValueError("strata.tf.CheckpointCallback: every_n_steps "
@@ -33,6 +35,7 @@ class CheckpointCallback(keras.callbacks.Callback):
         self.directory = str(directory)
         self.every_n_steps = every_n_steps
         self.incremental = bool(incremental)
+        self.prefix = str(prefix)
         self.timeout = float(timeout)
         self.step = 0
         self.saved = []  # checkpoint ids, oldest first
@@ -58,7 +61,7 @@ class CheckpointCallback(keras.callbacks.Callback):
             self._client = None
 
     def _save(self):
-        checkpoint_id = f"step-{self.step}"
+        checkpoint_id = f"{self.prefix}step-{self.step}"
         # fit's pushes of this step have been acknowledged (the step's
         # function returned), so the PS checkpoint holds them.
         self._client.checkpoint(checkpoint_id, global_step=self.step,

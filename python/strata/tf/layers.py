@@ -10,7 +10,7 @@ from .. import training
 COMBINERS = (None, "sum", "mean", "sqrtn")
 
 
-def _multi_hot(ids, weights):
+def _multi_hot(ids, weights, padding_id=None):
     """(flat ids, example of each id, batch size, flat float weights or
     None) of [batch, None] ids: ragged, sparse, or dense."""
     if isinstance(ids, tf.SparseTensor):
@@ -27,7 +27,10 @@ def _multi_hot(ids, weights):
             weights = weights.values
     else:
         if not isinstance(ids, tf.RaggedTensor):
-            ids = tf.RaggedTensor.from_tensor(tf.convert_to_tensor(ids))
+            ids = tf.RaggedTensor.from_tensor(
+                tf.convert_to_tensor(ids),
+                padding=None if padding_id is None else
+                tf.constant(padding_id, tf.int64))
         if ids.ragged_rank != 1:
             raise ValueError("strata.tf.Embedding: ragged ids must be "
                              "[batch, None]")
@@ -83,6 +86,9 @@ class Embedding(keras.layers.Layer):
         truncated normal with stddev 0.01.
       combiner: None (one row per id, output ids.shape + [dim]) or "sum",
         "mean", "sqrtn" (see above).
+      padding_id: with a combiner and dense [batch, n] ids, trailing ids
+        equal to it are padding, not ids (an int64; a padded matrix is what
+        a serving signature can take, where ragged tensors cannot).
       serving: None (train against `shards`), or strata-serving replicas
         ("host:port" or a list): the layer then looks its rows up there
         (StrataServingLookup), pushes nothing and creates no table. See
@@ -105,7 +111,8 @@ class Embedding(keras.layers.Layer):
                  optimizer_args=None,
                  initializer=training.DEFAULT_INITIALIZER,
                  initializer_args=None,
-                 seed=0, create_table=True, combiner=None, serving=None,
+                 seed=0, create_table=True, combiner=None, padding_id=None,
+                 serving=None,
                  rpc_timeout=10.0,
                  retry_deadline=30.0, tls_ca_file="", tls_client_cert_file="",
                  tls_client_key_file="", auth_token_file="", **kwargs):
@@ -123,6 +130,7 @@ class Embedding(keras.layers.Layer):
                              "'sqrtn')")
         self.combiner = combiner
         self.serving = serving
+        self.padding_id = None if padding_id is None else int(padding_id)
         self._table_config = dict(
             optimizer=optimizer, learning_rate=learning_rate,
             optimizer_args=dict(optimizer_args or {}),
@@ -169,7 +177,8 @@ class Embedding(keras.layers.Layer):
                                      **self._connection)
 
     def _combined(self, ids, weights, trigger):
-        flat_ids, segments, batch, flat_weights = _multi_hot(ids, weights)
+        flat_ids, segments, batch, flat_weights = _multi_hot(
+            ids, weights, self.padding_id)
         rows = self._rows(flat_ids, trigger)  # [n, dim]
         if flat_weights is None:
             flat_weights = tf.ones(tf.shape(flat_ids), tf.float32)
@@ -193,7 +202,7 @@ class Embedding(keras.layers.Layer):
         config = super().get_config()
         config.update(table=self.table, dim=self.dim,
                       create_table=self.create_table, combiner=self.combiner,
-                      serving=self.serving, **self._table_config,
+                      serving=self.serving, padding_id=self.padding_id, **self._table_config,
                       **self._connection)
         return config
 
