@@ -26,6 +26,17 @@ constexpr char kTlsCertFile[] = "tls_client_cert_file: string = ''";
 constexpr char kTlsKeyFile[] = "tls_client_key_file: string = ''";
 constexpr char kTokenFile[] = "auth_token_file: string = ''";
 
+// The connection attributes, in a REGISTER_OP chain (a macro: REGISTER_OP
+// is one, and its builder cannot be passed through a function).
+#define STRATA_CONNECTION_ATTRS     \
+  .Attr(strata::kShards)            \
+      .Attr(strata::kRpcTimeout)    \
+      .Attr(strata::kRetryDeadline) \
+      .Attr(strata::kTlsCaFile)     \
+      .Attr(strata::kTlsCertFile)   \
+      .Attr(strata::kTlsKeyFile)    \
+      .Attr(strata::kTokenFile)
+
 // values = ids.shape + [dim].
 absl::Status LookupShape(InferenceContext* c) {
   int64_t dim = 0;
@@ -51,6 +62,8 @@ absl::Status PushShape(InferenceContext* c) {
 }  // namespace
 }  // namespace strata
 
+// STRATA_CONNECTION_ATTRS is a link of each chain: kept on a line of its own.
+// clang-format off
 // Rows of `ids` from table `table` (dimension `dim`) of the training PS.
 // The distinct ids are pulled once each; unseen ids read as their initial
 // values (a pure function of the table's seed and the id).
@@ -59,13 +72,7 @@ REGISTER_OP("StrataLookup")
     .Output("values: float")
     .Attr("table: string")
     .Attr("dim: int >= 1")
-    .Attr(strata::kShards)
-    .Attr(strata::kRpcTimeout)
-    .Attr(strata::kRetryDeadline)
-    .Attr(strata::kTlsCaFile)
-    .Attr(strata::kTlsCertFile)
-    .Attr(strata::kTlsKeyFile)
-    .Attr(strata::kTokenFile)
+    STRATA_CONNECTION_ATTRS
     .SetIsStateful()
     .SetShapeFn(strata::LookupShape);
 
@@ -78,13 +85,7 @@ REGISTER_OP("StrataServingLookup")
     .Output("values: float")
     .Attr("table: string")
     .Attr("dim: int >= 1")
-    .Attr(strata::kShards)
-    .Attr(strata::kRpcTimeout)
-    .Attr(strata::kRetryDeadline)
-    .Attr(strata::kTlsCaFile)
-    .Attr(strata::kTlsCertFile)
-    .Attr(strata::kTlsKeyFile)
-    .Attr(strata::kTokenFile)
+    STRATA_CONNECTION_ATTRS
     .SetIsStateful()
     .SetShapeFn(strata::LookupShape);
 
@@ -101,13 +102,7 @@ REGISTER_OP("StrataPush")
     .Output("done: float")
     .Attr("table: string")
     .Attr("dim: int >= 1")
-    .Attr(strata::kShards)
-    .Attr(strata::kRpcTimeout)
-    .Attr(strata::kRetryDeadline)
-    .Attr(strata::kTlsCaFile)
-    .Attr(strata::kTlsCertFile)
-    .Attr(strata::kTlsKeyFile)
-    .Attr(strata::kTokenFile)
+    STRATA_CONNECTION_ATTRS
     .SetIsStateful()
     .SetShapeFn(strata::PushShape);
 
@@ -135,12 +130,7 @@ REGISTER_OP("StrataCreateTable")
     .Attr("init_max: float = 0")
     .Attr("init_mean: float = 0")
     .Attr("init_stddev: float = 0")
-    .Attr(strata::kShards)
-    .Attr(strata::kRpcTimeout)
-    .Attr(strata::kRetryDeadline)
-    .Attr(strata::kTlsCaFile)
-    .Attr(strata::kTlsCertFile)
-    .Attr(strata::kTlsKeyFile)
-    .Attr(strata::kTokenFile)
+    STRATA_CONNECTION_ATTRS
     .SetIsStateful()
     .SetShapeFn(tensorflow::shape_inference::NoOutputs);
+// clang-format on

@@ -330,6 +330,44 @@ FIT_THROUGH_A_RESTART = """
 """
 
 
+def start_case(body, shards, table, workdir):
+    """Starts PRELUDE + body in a new interpreter in the background; returns
+    (process, log path). The caller waits for it (finish_case)."""
+    script = workdir / f"{table}.py"
+    script.write_text(PRELUDE + textwrap.dedent(body))
+    env = dict(os.environ, STRATA_TEST_SHARDS=shards, STRATA_TEST_TABLE=table,
+               STRATA_TEST_WORKDIR=str(workdir), TF_CPP_MIN_LOG_LEVEL="2")
+    log_path = workdir / f"{table}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([sys.executable, str(script)], env=env,
+                                   stdout=log, stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
+    return process, log_path
+
+
+def finish_case(process, log_path):
+    """Waits for a start_case process; returns (its RESULT dict, its log)."""
+    try:
+        process.wait(CASE_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    text = log_path.read_text(errors="replace")
+    assert process.returncode == 0, text[-6000:]
+    results = [line for line in text.splitlines() if line.startswith("RESULT ")]
+    assert results, text[-6000:]
+    return json.loads(results[-1][len("RESULT "):]), text
+
+
+def wait_for_text(path, text, proc, timeout=120):
+    deadline = time.monotonic() + timeout
+    while text not in path.read_text(errors="replace"):
+        assert proc.poll() is None, f"the trainer exited {proc.returncode}"
+        assert time.monotonic() < deadline, f"no {text!r} in {path}"
+        time.sleep(0.05)
+
+
 def wait_for_file(path, proc, timeout=120):
     deadline = time.monotonic() + timeout
     while not path.exists():
@@ -352,34 +390,20 @@ def test_fit_rides_through_a_shard_restart(tmp_path, how):
         addresses = [shard.wait_ready() for shard in first]
         victim_port = addresses[1].rsplit(":", 1)[1]
         table = f"fresh_restart_{how}"
-        script = tmp_path / "fit.py"
-        script.write_text(PRELUDE + textwrap.dedent(FIT_THROUGH_A_RESTART))
-        env = dict(os.environ, STRATA_TEST_SHARDS=",".join(addresses),
-                   STRATA_TEST_TABLE=table, STRATA_TEST_WORKDIR=str(tmp_path),
-                   TF_CPP_MIN_LOG_LEVEL="2")
-        output = tmp_path / "fit.log"
-        with open(output, "wb") as log:
-            trainer = subprocess.Popen([sys.executable, str(script)], env=env,
-                                       stdout=log, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL)
+        trainer, log_path = start_case(FIT_THROUGH_A_RESTART,
+                                       ",".join(addresses), table, tmp_path)
         try:
             wait_for_file(tmp_path / f"{table}.started", trainer)
             first[1].proc.send_signal(
                 signal.SIGTERM if how == "sigterm" else signal.SIGKILL)
             first[1].proc.wait(30)
-            time.sleep(1.0)  # down long enough that calls must be retried
+            # Restart once the trainer's calls are retrying.
+            wait_for_text(log_path, "waiting for a shard", trainer)
             again = cluster.start("shard1-again",
                                   argv[1] + [f"--port={victim_port}"])
             again.wait_ready()
-            trainer.wait(CASE_TIMEOUT)
         finally:
-            if trainer.poll() is None:
-                trainer.kill()
-                trainer.wait()
-        text = output.read_text(errors="replace")
-        assert trainer.returncode == 0, text[-6000:]
-        result = json.loads([line for line in text.splitlines()
-                             if line.startswith("RESULT ")][-1][7:])
+            result, text = finish_case(trainer, log_path)
         assert len(result["losses"]) == 3
         assert result["losses"][-1] < result["losses"][0], result
         # One WARNING for the outage (per client, not per retried call).
@@ -428,29 +452,14 @@ def test_shard_gone_past_the_retry_deadline_is_an_error_naming_it(tmp_path):
             binary("strata-server"), "--port=0", "--host=127.0.0.1",
             f"--data_dir={cluster.workdir / 'gone'}", "--log_level=warning"])
         address = shard.wait_ready()
-        script = tmp_path / "gone.py"
-        script.write_text(PRELUDE + textwrap.dedent(GONE))
-        env = dict(os.environ, STRATA_TEST_SHARDS=address,
-                   STRATA_TEST_TABLE="fresh_gone",
-                   STRATA_TEST_WORKDIR=str(tmp_path), TF_CPP_MIN_LOG_LEVEL="2")
-        with open(tmp_path / "gone.log", "wb") as log:
-            trainer = subprocess.Popen([sys.executable, str(script)], env=env,
-                                       stdout=log, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL)
+        trainer, log_path = start_case(GONE, address, "fresh_gone", tmp_path)
         try:
             wait_for_file(tmp_path / "kill-now", trainer)
             shard.proc.kill()
             shard.proc.wait(30)
             (tmp_path / "killed").write_text("")
-            trainer.wait(CASE_TIMEOUT)
         finally:
-            if trainer.poll() is None:
-                trainer.kill()
-                trainer.wait()
-        text = (tmp_path / "gone.log").read_text(errors="replace")
-        assert trainer.returncode == 0, text[-6000:]
-        got = json.loads([line for line in text.splitlines()
-                          if line.startswith("RESULT ")][-1][7:])
+            got, _ = finish_case(trainer, log_path)
         kind, message, seconds = got["eager"]
         assert kind == "UnavailableError" and address in message, got
         assert 1.5 < seconds < 30, got
