@@ -113,6 +113,14 @@ class Cluster:
         self.daemons.append(daemon)
         return daemon
 
+    def start_shard(self, name, *flags):
+        """A strata-server on a free loopback port, its data in workdir/name,
+        logging warnings only; `flags` are added to its command line."""
+        return self.start(name, [
+            binary("strata-server"), "--port=0", "--host=127.0.0.1",
+            f"--data_dir={self.workdir / name}", "--log_level=warning",
+            *flags])
+
     def stop(self):
         for daemon in reversed(self.daemons):
             daemon.stop()

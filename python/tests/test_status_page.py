@@ -64,9 +64,7 @@ def cluster():
 
 
 def test_status_page_renders_the_numbers_of_metrics(cluster, tmp_path):
-    shard = cluster.start("shard", [
-        binary("strata-server"), "--port=0", "--host=127.0.0.1",
-        f"--data_dir={cluster.workdir / 'shard'}", "--log_level=warning"])
+    shard = cluster.start_shard("shard")
     shard_address = shard.wait_ready()
     serving = cluster.start("serving", [
         binary("strata-serving"), "--port=0", "--host=127.0.0.1",

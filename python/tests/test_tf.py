@@ -8,7 +8,6 @@ make -C build strata_tf_ops, configured with a Python that has tensorflow).
 
 import ctypes
 import json
-import os
 import shutil
 import subprocess
 import time
@@ -22,7 +21,7 @@ tf = pytest.importorskip(
 keras = pytest.importorskip("keras")
 
 import strata.tf as stf  # noqa: E402  (needs tensorflow)
-from strata_cluster import Cluster, binary  # noqa: E402
+from strata_cluster import Cluster  # noqa: E402
 
 BIG = 2**64 - 5  # above 2^63: a negative int64, bit for bit
 
@@ -299,9 +298,7 @@ def test_table_config_and_dimension_mismatches_are_errors(shards):
 def test_ps_down_past_the_retry_deadline_is_a_tf_error(tmp_path):
     cluster = Cluster("strata-py-tf-down-")
     try:
-        shard = cluster.start("down", [
-            binary("strata-server"), "--port=0", "--host=127.0.0.1",
-            f"--data_dir={cluster.workdir / 'down'}", "--log_level=warning"])
+        shard = cluster.start_shard("down")
         address = shard.wait_ready()
         short = dict(rpc_timeout=1.0, retry_deadline=1.5)
         stf.create_table("tf_down", 2, address, **short)

@@ -448,9 +448,7 @@ GONE = """
 def test_shard_gone_past_the_retry_deadline_is_an_error_naming_it(tmp_path):
     cluster = Cluster("strata-py-tf-gone-")
     try:
-        shard = cluster.start("gone", [
-            binary("strata-server"), "--port=0", "--host=127.0.0.1",
-            f"--data_dir={cluster.workdir / 'gone'}", "--log_level=warning"])
+        shard = cluster.start_shard("gone")
         address = shard.wait_ready()
         trainer, log_path = start_case(GONE, address, "fresh_gone", tmp_path)
         try:
@@ -590,9 +588,7 @@ SERVE = """
 def test_exported_model_serves_from_strata_serving_alone(tmp_path):
     cluster = Cluster("strata-py-tf-serve-")
     try:
-        shard = cluster.start("shard", [
-            binary("strata-server"), "--port=0", "--host=127.0.0.1",
-            f"--data_dir={cluster.workdir / 'shard'}", "--log_level=warning"])
+        shard = cluster.start_shard("shard")
         address = shard.wait_ready()
         serving = cluster.start("serving", [
             binary("strata-serving"), "--port=0", "--host=127.0.0.1",
