@@ -23,15 +23,15 @@ struct ConnectionOptions {
   std::string tls_client_cert_file;
   std::string tls_client_key_file;
   std::string auth_token_file;
+  // `shards` are strata-serving replicas, not training shards (set by the
+  // kernel: no attribute says it).
+  bool serving = false;
 
   // Reads the attributes of the kernel being constructed.
   static absl::StatusOr<ConnectionOptions> FromAttrs(
       tensorflow::OpKernelConstruction* context);
   // Names the connection in a ResourceMgr: equal options, equal names.
   std::string Key() const;
-
-  // `shards` are strata-serving replicas, not training shards.
-  bool serving = false;
 };
 
 // One client of the training PS, or of the serving PS when options.serving

@@ -168,6 +168,38 @@ absl::Status CheckBatch(const StrataTfClient* client, const char* table,
   return absl::OkStatus();
 }
 
+// The serving PS takes the same connection options as the training PS.
+ServingClientOptions ToServingClientOptions(const PsClientOptions& options) {
+  ServingClientOptions out;
+  out.endpoints = options.shard_addresses;
+  out.rpc_timeout = options.rpc_timeout;
+  out.retry_deadline = options.retry_deadline;
+  out.tls_ca_file = options.tls_ca_file;
+  out.tls_client_cert_file = options.tls_client_cert_file;
+  out.tls_client_key_file = options.tls_client_key_file;
+  out.auth_token = options.auth_token;
+  return out;
+}
+
+// What both create functions do around `make(options, handle)`, which sets
+// the handle's one client: check the arguments, parse the options, and hand
+// the handle over only when the client was made.
+template <typename Make>
+int CreateHandle(const StrataTfClientOptions* options, StrataTfClient** client,
+                 const Make& make) {
+  return Guarded([&]() -> absl::Status {
+    if (options == nullptr || client == nullptr) {
+      return absl::InvalidArgumentError("null options or client");
+    }
+    absl::StatusOr<PsClientOptions> parsed = ToPsClientOptions(*options);
+    if (!parsed.ok()) return parsed.status();
+    auto handle = std::make_unique<StrataTfClient>();
+    if (absl::Status made = make(*parsed, *handle); !made.ok()) return made;
+    *client = handle.release();
+    return absl::OkStatus();
+  });
+}
+
 }  // namespace
 }  // namespace strata
 
@@ -183,21 +215,15 @@ STRATA_TF_EXPORT int strata_tf_abi_version(void) {
 
 STRATA_TF_EXPORT int strata_tf_client_create(
     const StrataTfClientOptions* options, StrataTfClient** client) {
-  return strata::Guarded([&]() -> absl::Status {
-    if (options == nullptr || client == nullptr) {
-      return absl::InvalidArgumentError("null options or client");
-    }
-    absl::StatusOr<strata::PsClientOptions> ps_options =
-        strata::ToPsClientOptions(*options);
-    if (!ps_options.ok()) return ps_options.status();
-    absl::StatusOr<std::unique_ptr<strata::PsClient>> ps_client =
-        strata::PsClient::Create(*ps_options);
-    if (!ps_client.ok()) return ps_client.status();
-    auto handle = std::make_unique<StrataTfClient>();
-    handle->client = *std::move(ps_client);
-    *client = handle.release();
-    return absl::OkStatus();
-  });
+  return strata::CreateHandle(
+      options, client,
+      [](const strata::PsClientOptions& parsed, StrataTfClient& handle) {
+        absl::StatusOr<std::unique_ptr<strata::PsClient>> made =
+            strata::PsClient::Create(parsed);
+        if (!made.ok()) return made.status();
+        handle.client = *std::move(made);
+        return absl::OkStatus();
+      });
 }
 
 STRATA_TF_EXPORT void strata_tf_client_destroy(StrataTfClient* client) {
@@ -243,30 +269,16 @@ STRATA_TF_EXPORT int strata_tf_push(StrataTfClient* client, const char* table,
 
 STRATA_TF_EXPORT int strata_tf_serving_client_create(
     const StrataTfClientOptions* options, StrataTfClient** client) {
-  return strata::Guarded([&]() -> absl::Status {
-    if (options == nullptr || client == nullptr) {
-      return absl::InvalidArgumentError("null options or client");
-    }
-    // The same options and checks as a training PS client's.
-    absl::StatusOr<strata::PsClientOptions> parsed =
-        strata::ToPsClientOptions(*options);
-    if (!parsed.ok()) return parsed.status();
-    strata::ServingClientOptions serving_options;
-    serving_options.endpoints = parsed->shard_addresses;
-    serving_options.rpc_timeout = parsed->rpc_timeout;
-    serving_options.retry_deadline = parsed->retry_deadline;
-    serving_options.tls_ca_file = parsed->tls_ca_file;
-    serving_options.tls_client_cert_file = parsed->tls_client_cert_file;
-    serving_options.tls_client_key_file = parsed->tls_client_key_file;
-    serving_options.auth_token = parsed->auth_token;
-    absl::StatusOr<std::unique_ptr<strata::ServingClient>> serving =
-        strata::ServingClient::Create(serving_options);
-    if (!serving.ok()) return serving.status();
-    auto handle = std::make_unique<StrataTfClient>();
-    handle->serving = *std::move(serving);
-    *client = handle.release();
-    return absl::OkStatus();
-  });
+  return strata::CreateHandle(
+      options, client,
+      [](const strata::PsClientOptions& parsed, StrataTfClient& handle) {
+        absl::StatusOr<std::unique_ptr<strata::ServingClient>> made =
+            strata::ServingClient::Create(
+                strata::ToServingClientOptions(parsed));
+        if (!made.ok()) return made.status();
+        handle.serving = *std::move(made);
+        return absl::OkStatus();
+      });
 }
 
 STRATA_TF_EXPORT int strata_tf_serving_lookup(StrataTfClient* client,
