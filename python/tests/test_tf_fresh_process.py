@@ -65,8 +65,10 @@ def report(**values):
 '''
 
 
-def run_case(body, shards, table, workdir, timeout=CASE_TIMEOUT, env=None):
-    """Runs PRELUDE + body in a new interpreter; returns its RESULT dict."""
+def start_case(body, shards, table, workdir, env=None):
+    """Starts PRELUDE + body in a new interpreter in the background, with
+    `env` added to its environment; returns (process, log path). The caller
+    waits for it with finish_case."""
     script = workdir / f"{table}.py"
     script.write_text(PRELUDE + textwrap.dedent(body))
     environment = dict(os.environ, STRATA_TEST_SHARDS=shards,
@@ -74,16 +76,34 @@ def run_case(body, shards, table, workdir, timeout=CASE_TIMEOUT, env=None):
                        STRATA_TEST_WORKDIR=str(workdir),
                        TF_CPP_MIN_LOG_LEVEL="2")
     environment.update(env or {})
-    result = subprocess.run([sys.executable, str(script)], env=environment,
-                            capture_output=True, text=True, timeout=timeout,
-                            stdin=subprocess.DEVNULL)
-    output = result.stdout + result.stderr
-    assert result.returncode == 0, (
-        f"{table}: exit {result.returncode}\n{output[-6000:]}")
-    lines = [line for line in result.stdout.splitlines()
-             if line.startswith("RESULT ")]
-    assert lines, f"{table}: no RESULT line\n{output[-6000:]}"
-    return json.loads(lines[-1][len("RESULT "):])
+    log_path = workdir / f"{table}.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen([sys.executable, str(script)],
+                                   env=environment, stdout=log,
+                                   stderr=subprocess.STDOUT,
+                                   stdin=subprocess.DEVNULL)
+    return process, log_path
+
+
+def finish_case(process, log_path):
+    """Waits for a start_case process; returns (its RESULT dict, its log)."""
+    try:
+        process.wait(CASE_TIMEOUT)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    text = log_path.read_text(errors="replace")
+    assert process.returncode == 0, (
+        f"{log_path.stem}: exit {process.returncode}\n{text[-6000:]}")
+    results = [line for line in text.splitlines() if line.startswith("RESULT ")]
+    assert results, f"{log_path.stem}: no RESULT line\n{text[-6000:]}"
+    return json.loads(results[-1][len("RESULT "):]), text
+
+
+def run_case(body, shards, table, workdir, env=None):
+    """Runs PRELUDE + body in a new interpreter; returns its RESULT dict."""
+    return finish_case(*start_case(body, shards, table, workdir, env))[0]
 
 
 @pytest.fixture(scope="module")
@@ -328,36 +348,6 @@ FIT_THROUGH_A_RESTART = """
                         callbacks=[Announce()])
     report(losses=history.history["loss"], seconds=time.monotonic() - begin)
 """
-
-
-def start_case(body, shards, table, workdir):
-    """Starts PRELUDE + body in a new interpreter in the background; returns
-    (process, log path). The caller waits for it (finish_case)."""
-    script = workdir / f"{table}.py"
-    script.write_text(PRELUDE + textwrap.dedent(body))
-    env = dict(os.environ, STRATA_TEST_SHARDS=shards, STRATA_TEST_TABLE=table,
-               STRATA_TEST_WORKDIR=str(workdir), TF_CPP_MIN_LOG_LEVEL="2")
-    log_path = workdir / f"{table}.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([sys.executable, str(script)], env=env,
-                                   stdout=log, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL)
-    return process, log_path
-
-
-def finish_case(process, log_path):
-    """Waits for a start_case process; returns (its RESULT dict, its log)."""
-    try:
-        process.wait(CASE_TIMEOUT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    text = log_path.read_text(errors="replace")
-    assert process.returncode == 0, text[-6000:]
-    results = [line for line in text.splitlines() if line.startswith("RESULT ")]
-    assert results, text[-6000:]
-    return json.loads(results[-1][len("RESULT "):]), text
 
 
 def wait_for_text(path, text, proc, timeout=120):
