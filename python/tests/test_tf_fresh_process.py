@@ -482,12 +482,18 @@ MULTI_HOT = """
             reference.set_weights([params])
             sparse_ids = ragged_ids.to_sparse()
             sparse_weights = ragged_weights.to_sparse() if weighted else None
+            padding = {}
             if kind == "ragged":
                 ids, weights = ragged_ids, ragged_weights if weighted else None
+            elif kind == "padded":  # trailing -1s, weights padded with 9s
+                padding = {"padding_id": -1}
+                ids = ragged_ids.to_tensor(default_value=-1)
+                weights = ragged_weights.to_tensor(default_value=9.0) \
+                    if weighted else None
             else:
                 ids, weights = sparse_ids, sparse_weights
             layer = stf.Embedding(table, dim, shards=SHARDS, combiner=combiner,
-                                  create_table=False)
+                                  create_table=False, **padding)
             with tf.GradientTape() as tape:
                 got = layer(ids, weights)
                 loss = tf.reduce_sum(got * upstream)
@@ -512,7 +518,7 @@ MULTI_HOT = """
 """
 
 
-@pytest.mark.parametrize("kind", ["ragged", "sparse"])
+@pytest.mark.parametrize("kind", ["ragged", "sparse", "padded"])
 def test_multi_hot_lookups_equal_keras_with_the_same_combiner(shards, workdir,
                                                               kind):
     got = run_case(MULTI_HOT, shards, f"fresh_multi_hot_{kind}", workdir,

@@ -39,8 +39,9 @@ def _multi_hot(ids, weights, padding_id=None):
         flat_ids = ids.values
         if weights is not None:
             if not isinstance(weights, tf.RaggedTensor):
+                # Cut to the ids' rows, so that padding's weights drop too.
                 weights = tf.RaggedTensor.from_tensor(
-                    tf.convert_to_tensor(weights))
+                    tf.convert_to_tensor(weights), lengths=ids.row_lengths())
             weights = weights.values
     if weights is not None:
         weights = tf.cast(weights, tf.float32)
@@ -202,8 +203,8 @@ class Embedding(keras.layers.Layer):
         config = super().get_config()
         config.update(table=self.table, dim=self.dim,
                       create_table=self.create_table, combiner=self.combiner,
-                      serving=self.serving, padding_id=self.padding_id, **self._table_config,
-                      **self._connection)
+                      serving=self.serving, padding_id=self.padding_id,
+                      **self._table_config, **self._connection)
         return config
 
 
