@@ -10,6 +10,9 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev redis-server redis-tools
   libopenblas-dev libgloo-dev libyaml-cpp-dev
+  # Replicated shards: etcd (the tests run a real one), and the .proto files
+  # of its API, which the build compiles (proto/CMakeLists.txt).
+  etcd-server etcd-client golang-etcd-server-dev
   # tests/thread_safety/check.py: clang's thread-safety analysis;
   # tests/fuzz/run.sh: libFuzzer targets.
   clang-14 libfuzzer-14-dev

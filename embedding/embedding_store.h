@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -138,10 +139,41 @@ struct GradientBatch {
 // stored) under it.
 inline constexpr size_t kMaxClientIdBytes = 256;
 
+// Where an update stands in its replica group's log: the term of the
+// primary that numbered it (the etcd revision that made it primary) and its
+// sequence. Ordered by term, then sequence. Zero: not replicated.
+struct ReplicationPosition {
+  uint64_t term = 0;
+  uint64_t sequence = 0;
+  friend bool operator==(const ReplicationPosition& a,
+                         const ReplicationPosition& b) {
+    return a.term == b.term && a.sequence == b.sequence;
+  }
+  friend bool operator!=(const ReplicationPosition& a,
+                         const ReplicationPosition& b) {
+    return !(a == b);
+  }
+  friend bool operator<(const ReplicationPosition& a,
+                        const ReplicationPosition& b) {
+    return a.term != b.term ? a.term < b.term : a.sequence < b.sequence;
+  }
+};
+
 // Identifies a push for deduplication. An empty client_id disables it.
 struct PushId {
+  PushId() = default;
+  PushId(std::string client_id, uint64_t sequence,
+         ReplicationPosition replication = {})
+      : client_id(std::move(client_id)),
+        sequence(sequence),
+        replication(replication) {}
+
   std::string client_id;
   uint64_t sequence = 0;
+  // In a replica group: the push's place in the group's log, written in the
+  // same RocksDB write as the push (sync and group durability), so that a
+  // replica knows after a crash how far it got. Zero: not recorded.
+  ReplicationPosition replication;
 };
 
 struct CheckpointInfo {
@@ -196,6 +228,14 @@ class EmbeddingStore {
   // the store's durability mode promises.
   virtual absl::StatusOr<bool> ApplyGradients(
       absl::Span<const GradientBatch> batches, const PushId& id) = 0;
+
+  // The position of the last replicated update written (PushId::replication
+  // or RecordReplicationPosition); zero when there is none.
+  virtual absl::StatusOr<ReplicationPosition> ReadReplicationPosition() = 0;
+  // Writes `position` as the last replicated update (after an update that
+  // has no PushId: a table creation, a restore).
+  virtual absl::Status RecordReplicationPosition(
+      const ReplicationPosition& position) = 0;
 
   // Writes every buffered update (kPeriodic) to disk.
   virtual absl::Status Flush() = 0;

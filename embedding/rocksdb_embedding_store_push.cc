@@ -265,6 +265,10 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsSerially(
     write.Put(handles_[0], absl::StrCat(kClientPrefix, id.client_id),
               deduplicator_.SerializeWindowWith(id.client_id, id.sequence));
   }
+  if (id.replication.sequence > 0) {
+    write.Put(handles_[0], kReplicationPositionKey,
+              EncodeReplicationPosition(id.replication));
+  }
   STRATA_RETURN_IF_ERROR(WriteLocked(write, /*sync=*/false));
   for (size_t b = 0; b < batches.size(); ++b) {
     tables[b]->CommitStaged(staged[b]);
@@ -287,6 +291,48 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsSerially(
     }
   });
   return false;
+}
+
+std::string EncodeReplicationPosition(const ReplicationPosition& position) {
+  std::string out(2 * sizeof(uint64_t), '\0');
+  std::memcpy(out.data(), &position.term, sizeof(uint64_t));
+  std::memcpy(out.data() + sizeof(uint64_t), &position.sequence,
+              sizeof(uint64_t));
+  return out;
+}
+
+absl::StatusOr<ReplicationPosition>
+RocksDbEmbeddingStore::ReadReplicationPosition() {
+  absl::ReaderMutexLock lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), handles_[0],
+                               kReplicationPositionKey, &value);
+  if (s.IsNotFound()) return ReplicationPosition{};
+  if (!s.ok()) {
+    return absl::InternalError(
+        absl::StrCat("cannot read the replication position: ", s.ToString()));
+  }
+  if (value.size() != 2 * sizeof(uint64_t)) {
+    return absl::DataLossError(
+        absl::StrCat("the stored replication position has ", value.size(),
+                     " bytes, not 16"));
+  }
+  ReplicationPosition position;
+  std::memcpy(&position.term, value.data(), sizeof(uint64_t));
+  std::memcpy(&position.sequence, value.data() + sizeof(uint64_t),
+              sizeof(uint64_t));
+  return position;
+}
+
+absl::Status RocksDbEmbeddingStore::RecordReplicationPosition(
+    const ReplicationPosition& position) {
+  absl::MutexLock lock(&commit_mu_);
+  STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  rocksdb::WriteBatch write;
+  write.Put(handles_[0], kReplicationPositionKey,
+            EncodeReplicationPosition(position));
+  return WriteLocked(write, options_.durability == Durability::kSync);
 }
 
 }  // namespace embedding_internal

@@ -8,9 +8,11 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/cluster_flags.h"
 #include "common/command_line.h"
@@ -18,10 +20,14 @@
 #include "common/daemon_flags.h"
 #include "common/http_server.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "common/system_memory.h"
+#include "coordination/etcd_client.h"
 #include "embedding/embedding_store.h"
 #include "grpcpp/grpcpp.h"
 #include "server/rendezvous_service.h"
+#include "server/replication/replica_group.h"
+#include "server/replication/replication_service.h"
 #include "server/shard_service.h"
 
 ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free one (see --port_file).");
@@ -82,8 +88,95 @@ ABSL_FLAG(int64_t, change_log_mb, 256,
           "Memory for recent updates kept for the change stream (serving "
           "followers); a follower further behind gets a new snapshot.");
 
+ABSL_FLAG(std::string, etcd_endpoints, "",
+          "Comma-separated host:port of etcd's client URLs. Set: this shard "
+          "is one replica of a replica group coordinated through etcd "
+          "(docs/ARCHITECTURE.md, Replication). Empty: not replicated.");
+ABSL_FLAG(std::string, replica_id, "",
+          "With --etcd_endpoints: this replica's name within its shard "
+          "index's group, stable across restarts (e.g. r0, r1, r2).");
+ABSL_FLAG(int, replicas, 1,
+          "With --etcd_endpoints: R, the replicas per shard index (1-3).");
+ABSL_FLAG(int, write_quorum, 0,
+          "With --replication=replicated: W, the replicas (primary "
+          "included) that must have a push durable before it is "
+          "acknowledged; 0: a majority of --replicas.");
+ABSL_FLAG(std::string, replication, "replicated",
+          "With --etcd_endpoints: when a push is acknowledged. replicated: "
+          "once W replicas have it durable (survives the loss of R - W "
+          "replicas); async: once the primary has it (a failover may lose "
+          "the last pushes the new primary had not received).");
+ABSL_FLAG(int64_t, lease_ttl_ms, 2000,
+          "With --etcd_endpoints: the primary's etcd lease. A primary that "
+          "cannot renew it stops acknowledging writes, and a follower takes "
+          "over once it expires (etcd rounds it up to its minimum TTL).");
+ABSL_FLAG(int64_t, replication_timeout_ms, 10000,
+          "With --etcd_endpoints: how long a push waits for W replicas "
+          "before it fails with UNAVAILABLE (a retry is not applied twice).");
+ABSL_FLAG(std::string, advertise_address, "",
+          "With --etcd_endpoints: host:port where the other replicas and "
+          "clients reach this one. Default: --host and the bound port.");
+ABSL_FLAG(std::string, cluster_name, "strata",
+          "With --etcd_endpoints: the etcd key prefix of this cluster, so "
+          "that several clusters can share one etcd.");
+
 namespace strata {
 namespace {
+
+// What a replicated shard runs besides its ShardService; empty when it is
+// not replicated.
+struct ReplicationSetup {
+  std::unique_ptr<EtcdClient> etcd;
+  std::unique_ptr<ReplicaGroup> group;
+  std::unique_ptr<ReplicationService> service;
+};
+
+absl::StatusOr<ReplicationSetup> SetUpReplication(EmbeddingStore* store,
+                                                  const std::string& data_dir,
+                                                  int shard_index,
+                                                  const std::string& token) {
+  ReplicationSetup setup;
+  const std::string endpoints = absl::GetFlag(FLAGS_etcd_endpoints);
+  if (endpoints.empty()) {
+    if (absl::GetFlag(FLAGS_replicas) != 1) {
+      return absl::InvalidArgumentError(
+          "--replicas above 1 needs --etcd_endpoints");
+    }
+    return setup;
+  }
+  if (!absl::GetFlag(FLAGS_tls_cert_file).empty()) {
+    return absl::InvalidArgumentError(
+        "replication between replicas does not use TLS yet: run replicated "
+        "shards without --tls_cert_file (on a private network)");
+  }
+  STRATA_ASSIGN_OR_RETURN(AckMode mode,
+                          ParseAckMode(absl::GetFlag(FLAGS_replication)));
+  if (absl::GetFlag(FLAGS_lease_ttl_ms) < 1000) {
+    return absl::InvalidArgumentError(
+        "--lease_ttl_ms must be >= 1000 (etcd leases have whole seconds)");
+  }
+  EtcdClientOptions etcd_options;
+  etcd_options.endpoints = absl::StrSplit(endpoints, ',', absl::SkipEmpty());
+  STRATA_ASSIGN_OR_RETURN(setup.etcd, EtcdClient::Create(etcd_options));
+  ReplicaGroupOptions options;
+  options.store = store;
+  options.data_dir = data_dir;
+  options.etcd = setup.etcd.get();
+  options.cluster = absl::GetFlag(FLAGS_cluster_name);
+  options.shard_index = static_cast<uint32_t>(shard_index);
+  options.replica_id = absl::GetFlag(FLAGS_replica_id);
+  options.replicas = absl::GetFlag(FLAGS_replicas);
+  options.write_quorum = absl::GetFlag(FLAGS_write_quorum);
+  options.ack_mode = mode;
+  options.lease_ttl = absl::Milliseconds(absl::GetFlag(FLAGS_lease_ttl_ms));
+  options.replication_timeout =
+      absl::Milliseconds(absl::GetFlag(FLAGS_replication_timeout_ms));
+  options.auth_token = token;
+  STRATA_ASSIGN_OR_RETURN(setup.group, ReplicaGroup::Create(options));
+  setup.service =
+      std::make_unique<ReplicationService>(setup.group.get(), token);
+  return setup;
+}
 
 // Per-table admission and eviction counters (since the shard started).
 void AppendTableCounters(const std::vector<TableStats>& tables,
@@ -277,8 +370,17 @@ int Run() {
     return kExitRuntimeError;
   }
 
+  absl::StatusOr<ReplicationSetup> replication = SetUpReplication(
+      store->get(), store_options.data_dir, shard_index, security->auth_token);
+  if (!replication.ok()) {
+    STRATA_LOG(ERROR, "server") << replication.status().message();
+    return absl::IsInvalidArgument(replication.status()) ? kExitUsage
+                                                         : kExitRuntimeError;
+  }
+
   ShardServiceOptions service_options;
   service_options.store = store->get();
+  service_options.replica_group = replication->group.get();
   service_options.shard_index = static_cast<uint32_t>(shard_index);
   service_options.num_shards = static_cast<uint32_t>(num_shards);
   service_options.max_keys_per_request =
@@ -299,10 +401,12 @@ int Run() {
   rendezvous_options.auth_token = security->auth_token;
   RendezvousService rendezvous(rendezvous_options);
 
+  std::vector<grpc::Service*> services = {&service, &rendezvous};
+  if (replication->service) services.push_back(replication->service.get());
   int bound_port = 0;
   absl::StatusOr<std::unique_ptr<grpc::Server>> started =
-      StartGrpcServer(absl::GetFlag(FLAGS_host), port, {&service, &rendezvous},
-                      &bound_port, security->credentials);
+      StartGrpcServer(absl::GetFlag(FLAGS_host), port, services, &bound_port,
+                      security->credentials);
   if (!started.ok()) {
     STRATA_LOG(ERROR, "server") << started.status().message();
     return kExitRuntimeError;
@@ -364,6 +468,13 @@ int Run() {
       return kExitRuntimeError;
     }
   }
+  if (replication->group) {
+    std::string advertised = absl::GetFlag(FLAGS_advertise_address);
+    if (advertised.empty()) {
+      advertised = absl::StrCat(absl::GetFlag(FLAGS_host), ":", bound_port);
+    }
+    replication->group->Start(advertised);
+  }
   STRATA_LOG(INFO, "server")
       << "shard " << shard_index << "/" << num_shards << " serving on "
       << absl::GetFlag(FLAGS_host) << ":" << bound_port
@@ -375,13 +486,16 @@ int Run() {
       << (absl::GetFlag(FLAGS_tls_client_ca_file).empty() ? "off" : "on")
       << " auth=" << (security->auth_token.empty() ? "off" : "on")
       << " auth_reads=" << (service_options.auth_reads ? "on" : "off")
-      << " rendezvous=on";
+      << " rendezvous=on replication="
+      << (replication->group ? absl::GetFlag(FLAGS_replication) : "off");
 
   const int signal_number = WaitForStopSignal(stop_signals);
   STRATA_LOG(INFO, "server")
       << "received signal " << signal_number << ", draining";
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   http.Stop();
+  // Hands the primary role over before the store closes.
+  replication->group.reset();
   absl::Status flushed = (*store)->Flush();
   store->reset();
   if (!flushed.ok()) {

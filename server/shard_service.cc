@@ -14,7 +14,9 @@
 #include "common/raw_message.h"
 #include "common/status_macros.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "server/internal/push_batches.h"
 #include "server/internal/subscription.h"
+#include "server/replication/replica_group.h"
 #include "server/table_config_proto.h"
 
 namespace strata {
@@ -65,6 +67,11 @@ ShardService::~ShardService() { queue_.reset(); }
 
 absl::Status ShardService::Authorize(grpc::CallbackServerContext* context,
                                      ShardMethod method) const {
+  // A follower of a replica group answers only Stats (and health and
+  // replication, other services) until it is promoted.
+  if (options_.replica_group != nullptr && method != ShardMethod::kStats) {
+    STRATA_RETURN_IF_ERROR(options_.replica_group->CheckPrimary());
+  }
   switch (method) {
     case ShardMethod::kCreateTable:
     case ShardMethod::kPush:
@@ -176,7 +183,12 @@ absl::Status ShardService::DoCreateTable(const v1::CreateTableRequest& request,
                                          v1::CreateTableResponse& response) {
   STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
                           TableConfigFromProto(request.config()));
-  STRATA_ASSIGN_OR_RETURN(bool created, options_.store->CreateTable(config));
+  auto create = [&]() { return options_.store->CreateTable(config); };
+  STRATA_ASSIGN_OR_RETURN(bool created,
+                          options_.replica_group != nullptr
+                              ? options_.replica_group->ReplicateCreateTable(
+                                    request.config(), create)
+                              : create());
   response.set_created(created);
   return absl::OkStatus();
 }
@@ -241,53 +253,35 @@ absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
 absl::Status ShardService::DoPush(const v1::PushRequest& request,
                                   v1::PushResponse& response) {
   STRATA_RETURN_IF_ERROR(CheckBatchSizes(request.batches(), "push"));
-  const bool fp16 = request.encoding() == v1::FLOAT16;
-  if (!fp16 && request.encoding() != v1::FLOAT32) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("unknown value encoding ", request.encoding()));
-  }
-  // Decoded fp16 gradients live here while the push is applied.
-  std::vector<std::vector<float>> decoded(
-      fp16 ? static_cast<size_t>(request.batches_size()) : 0);
-  std::vector<GradientBatch> batches;
-  batches.reserve(request.batches_size());
-  uint64_t keys = 0;
-  for (int b = 0; b < request.batches_size(); ++b) {
-    const v1::TableBatch& batch = request.batches(b);
+  for (const v1::TableBatch& batch : request.batches()) {
     STRATA_RETURN_IF_ERROR(CheckOwnership(batch));
-    absl::Span<const float> gradients(batch.values().data(),
-                                      batch.values_size());
-    if (fp16) {
-      if (batch.values_fp16().size() % sizeof(uint16_t) != 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("push batch of table '", batch.table(),
-                         "': values_fp16 has an odd number of bytes"));
-      }
-      const size_t count = batch.values_fp16().size() / sizeof(uint16_t);
-      std::vector<uint16_t> halves(count);
-      std::memcpy(halves.data(), batch.values_fp16().data(),
-                  batch.values_fp16().size());
-      decoded[b].resize(count);
-      HalvesToFloats(halves.data(), count, decoded[b].data());
-      gradients = absl::MakeConstSpan(decoded[b]);
-    }
-    batches.push_back(GradientBatch{
-        batch.table(),
-        absl::Span<const FeatureId>(batch.keys().data(), batch.keys_size()),
-        gradients, request.global_step()});
-    keys += static_cast<uint64_t>(batch.keys_size());
   }
+  auto apply = [&](const PushId& id) { return ApplyPush(request, id); };
+  PushId id{request.client_id(), request.sequence(), {}};
   STRATA_ASSIGN_OR_RETURN(
-      bool duplicate,
-      options_.store->ApplyGradients(
-          batches, PushId{request.client_id(), request.sequence()}));
+      const bool duplicate,
+      options_.replica_group != nullptr
+          ? options_.replica_group->ReplicatePush(request, apply)
+          : apply(id));
   response.set_duplicate(duplicate);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> ShardService::ApplyPush(const v1::PushRequest& request,
+                                             const PushId& id) {
+  std::vector<std::vector<float>> decoded;
+  uint64_t keys = 0;
+  STRATA_ASSIGN_OR_RETURN(
+      std::vector<GradientBatch> batches,
+      server_internal::DecodePushBatches(request, decoded, keys));
+  STRATA_ASSIGN_OR_RETURN(bool duplicate,
+                          options_.store->ApplyGradients(batches, id));
   if (duplicate) {
     metrics_.AddDuplicatePush();
   } else {
     metrics_.AddKeysPushed(keys);
   }
-  return absl::OkStatus();
+  return duplicate;
 }
 
 grpc::ServerUnaryReactor* ShardService::CreateTable(
@@ -372,9 +366,14 @@ grpc::ServerUnaryReactor* ShardService::Restore(
       context, ShardMethod::kRestore, request_bytes, response_bytes,
       [this](const v1::RestoreRequest& request,
              v1::RestoreResponse& response) -> absl::Status {
+        auto restore = [&]() {
+          return options_.store->Restore(request.checkpoint_id());
+        };
         STRATA_ASSIGN_OR_RETURN(
             CheckpointInfo info,
-            options_.store->Restore(request.checkpoint_id()));
+            options_.replica_group != nullptr
+                ? options_.replica_group->ReplicateRestore(restore)
+                : restore());
         response.set_global_step(info.global_step);
         response.set_num_rows(info.num_rows);
         return absl::OkStatus();

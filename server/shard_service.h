@@ -19,9 +19,15 @@
 
 namespace strata {
 
+class ReplicaGroup;
+
 struct ShardServiceOptions {
   // The store this shard serves; not owned, must outlive the service.
   EmbeddingStore* store = nullptr;
+  // The shard's replica group when it is replicated: pushes, table
+  // creations and restores go through it, and only its primary answers.
+  // Not owned, must outlive the service. Default: null (not replicated).
+  ReplicaGroup* replica_group = nullptr;
   uint32_t shard_index = 0;
   uint32_t num_shards = 1;
   // Keys in one request, over all its batches. Default: 262144.
@@ -110,6 +116,10 @@ class ShardService final
   absl::StatusOr<grpc::ByteBuffer> DoPull(const v1::PullRequest& request);
   absl::Status DoPush(const v1::PushRequest& request,
                       v1::PushResponse& response);
+  // Decodes and applies a checked push under `id`; returns whether it was a
+  // duplicate.
+  absl::StatusOr<bool> ApplyPush(const v1::PushRequest& request,
+                                 const PushId& id);
 
  private:
   // Runs `body`, records its outcome in the metrics and finishes the call.

@@ -2,15 +2,19 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/auth.h"
 #include "common/fp16.h"
 #include "common/grpc_status.h"
 #include "common/logging.h"
+#include "common/primary_redirect.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/strata.grpc.pb.h"
@@ -86,11 +90,16 @@ ShardFollower::ShardFollower(const ShardFollowerOptions& options)
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS,
               static_cast<int>(absl::ToInt64Milliseconds(options.max_backoff)));
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  channel_ = grpc::CreateCustomChannel(options.address,
-                                       options.credentials
-                                           ? options.credentials
-                                           : grpc::InsecureChannelCredentials(),
-                                       args);
+  // A replicated shard's address lists its replicas, joined by '|': the
+  // stream goes to the primary, found through the replicas' redirects.
+  for (absl::string_view replica : absl::StrSplit(options.address, '|')) {
+    replica_addresses_.emplace_back(replica);
+    channels_.push_back(grpc::CreateCustomChannel(
+        std::string(replica),
+        options.credentials ? options.credentials
+                            : grpc::InsecureChannelCredentials(),
+        args));
+  }
   const ShardPosition position = options_.store->Position(options.shard_index);
   absl::MutexLock lock(&mu_);
   state_.shard_index = options.shard_index;
@@ -154,6 +163,7 @@ void ShardFollower::Run() {
     const absl::Status ended = FollowOnce();
     if (stop_.HasBeenNotified()) break;
     SetDisconnected(ended);
+    ChooseReplica(ended);
     if (ended.ok()) {  // The stream's deadline: go on on a new one.
       backoff = options_.initial_backoff;
       continue;
@@ -173,6 +183,18 @@ void ShardFollower::Run() {
     backoff = std::min(backoff * 2, options_.max_backoff);
   }
   SetDisconnected(absl::OkStatus());
+}
+
+void ShardFollower::ChooseReplica(const absl::Status& ended) {
+  if (channels_.size() < 2 || ended.ok()) return;
+  if (std::optional<std::string> primary = RedirectedPrimary(ended)) {
+    for (size_t i = 0; i < replica_addresses_.size(); ++i) {
+      if (replica_addresses_[i] == *primary) replica_ = i;
+    }
+    return;
+  }
+  // Not reachable, or no primary yet: try the next replica.
+  replica_ = (replica_ + 1) % channels_.size();
 }
 
 void ShardFollower::Watch() {
@@ -210,7 +232,7 @@ absl::Status ShardFollower::FollowOnce() {
   }
   in_snapshot_ = false;
   stream_started_ = false;
-  auto stub = v1::ParameterServer::NewStub(channel_);
+  auto stub = v1::ParameterServer::NewStub(channels_[replica_]);
   std::unique_ptr<grpc::ClientReader<v1::ChangeBatch>> reader =
       stub->Subscribe(&context, request);
   v1::ChangeBatch batch;

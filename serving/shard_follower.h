@@ -55,7 +55,8 @@ struct FollowState {
 };
 
 struct ShardFollowerOptions {
-  // The shard's index and host:port, and the cluster's size. Required.
+  // The shard's index and host:port (a replicated shard's replicas joined
+  // by '|'), and the cluster's size. Required.
   uint32_t shard_index = 0;
   uint32_t num_shards = 1;
   std::string address;
@@ -120,10 +121,17 @@ class ShardFollower {
   void Run();
   void Watch();
   void SetDisconnected(const absl::Status& why) ABSL_LOCKS_EXCLUDED(mu_);
+  // After a failed stream of a replicated shard: the replica a redirect
+  // names, else the next one.
+  void ChooseReplica(const absl::Status& ended);
 
   const ShardFollowerOptions options_;
   const absl::flat_hash_set<std::string> followed_;
-  std::shared_ptr<grpc::Channel> channel_;
+  // One per replica of the shard (one when it is not replicated); the
+  // stream uses replica_'s (runner thread only).
+  std::vector<std::string> replica_addresses_;
+  std::vector<std::shared_ptr<grpc::Channel>> channels_;
+  size_t replica_ = 0;
   absl::Notification stop_;
   std::thread runner_;
   std::thread watchdog_;

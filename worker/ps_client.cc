@@ -6,6 +6,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "common/fp16.h"
 #include "common/hash.h"
@@ -84,7 +85,21 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
     if (address.empty()) {
       return absl::InvalidArgumentError("empty shard address");
     }
-    client->shards_.push_back(factory(address));
+    if (address.find('|') == std::string::npos) {
+      client->shards_.push_back(factory(address));
+      continue;
+    }
+    // A replicated shard index: its replicas' addresses joined by '|'.
+    std::vector<std::unique_ptr<ShardClient>> replicas;
+    for (absl::string_view replica : absl::StrSplit(address, '|')) {
+      if (replica.empty()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("shard address '", address, "' has an empty replica"));
+      }
+      replicas.push_back(factory(std::string(replica)));
+    }
+    client->shards_.push_back(
+        CreateReplicaGroupShardClient(std::move(replicas)));
   }
   return client;
 }

@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -62,6 +63,13 @@ std::unique_ptr<ShardClient> CreateGrpcShardClient(
     const std::string& address,
     std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
     const std::string& auth_token = "");
+
+// The replicas of one replicated shard index behind one ShardClient: calls
+// go to the primary, found by following the redirects that other replicas
+// answer with (a failover shows as UNAVAILABLE, which PsClient retries).
+// PsClient makes one for a shard address of the form "a:1|b:2|c:3".
+std::unique_ptr<ShardClient> CreateReplicaGroupShardClient(
+    std::vector<std::unique_ptr<ShardClient>> replicas);
 
 }  // namespace strata
 

@@ -27,6 +27,12 @@ namespace embedding_internal {
 
 // Key prefix of the push-deduplication windows in the "default" family.
 inline constexpr char kClientPrefix[] = "client/";
+// Key of the last replicated update's position in the "default" family.
+inline constexpr char kReplicationPositionKey[] = "replication/position";
+
+// 16 bytes: term and sequence, in the machine's byte order (the store is
+// not moved between machines of different byte orders).
+std::string EncodeReplicationPosition(const ReplicationPosition& position);
 
 inline rocksdb::Slice FloatSlice(const float* data, size_t count) {
   return rocksdb::Slice(reinterpret_cast<const char*>(data),
@@ -103,6 +109,9 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   }
   Durability durability() const override { return options_.durability; }
   StorageStats GetStorageStats() override;
+  absl::StatusOr<ReplicationPosition> ReadReplicationPosition() override;
+  absl::Status RecordReplicationPosition(
+      const ReplicationPosition& position) override;
   const ChangeLog& change_log() const override { return change_log_; }
   absl::StatusOr<ValueSnapshot> SnapshotValues(
       absl::Span<const std::string> tables) override;

@@ -1,0 +1,336 @@
+// A replicated shard on loopback: a real etcd, three strata-server replicas
+// of shard index 0 in `replicated` mode (W = 2), and a client pushing
+// numbered updates through PsClient. The primary is killed with kill -9,
+// then the new primary; then both come back. Every push must be
+// acknowledged, and present exactly once on whichever replica ends up
+// primary.
+//
+// Push i adds 1 to a counter row and 1 to its own row kFirstPushKey + i
+// (SGD, learning rate 1, zeros init, gradient -1), so the rows tell which
+// pushes were applied, and how often.
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "coordination/etcd_client.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "proto/replication.grpc.pb.h"
+#include "tests/testing/etcd_process.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/tcp_proxy.h"
+#include "tests/testing/wait_until.h"
+#include "worker/ps_client.h"
+
+namespace strata {
+namespace {
+
+using ::strata::testing::EtcdProcess;
+using ::strata::testing::IsOk;
+using ::strata::testing::ServerProcess;
+using ::strata::testing::ServerProcessOptions;
+using ::strata::testing::TcpProxy;
+using ::strata::testing::WaitUntil;
+
+constexpr char kTable[] = "counters";
+constexpr uint64_t kCounterKey = 7;
+constexpr uint64_t kFirstPushKey = 1000000;
+constexpr int kReplicas = 3;
+constexpr int kPushes = 600;
+
+v1::GetPositionResponse PositionOf(const std::string& address) {
+  auto stub = v1::Replication::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(1));
+  v1::GetPositionResponse answer;
+  if (!stub->GetPosition(&context, v1::GetPositionRequest(), &answer).ok()) {
+    answer.set_role("unreachable");
+  }
+  return answer;
+}
+
+class ReplicationFailoverTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_THAT(etcd_.Start(), IsOk()); }
+
+  // Each replica reaches etcd through its own proxy when `through_proxies`,
+  // so that a test can cut one off.
+  void StartReplicas(bool through_proxies) {
+    for (int r = 0; r < kReplicas; ++r) {
+      std::string endpoint = etcd_.endpoint();
+      if (through_proxies) {
+        proxies_.push_back(std::make_unique<TcpProxy>(
+            "127.0.0.1", std::stoi(endpoint.substr(endpoint.rfind(':') + 1))));
+        ASSERT_THAT(proxies_.back()->Start(), IsOk());
+        endpoint = proxies_.back()->address();
+      }
+      ServerProcessOptions options;
+      options.flags = {
+          absl::StrCat("--etcd_endpoints=", endpoint),
+          absl::StrCat("--replica_id=r", r),
+          absl::StrCat("--replicas=", kReplicas),
+          "--replication=replicated",
+          "--durability=group",
+          "--lease_ttl_ms=1000",
+          "--cluster_name=failover-test",
+      };
+      replicas_.push_back(std::make_unique<ServerProcess>(options));
+      ASSERT_THAT(replicas_.back()->Start(), IsOk());
+    }
+  }
+
+  // The index of the replica that says it is primary, or -1.
+  int Primary() {
+    for (int r = 0; r < kReplicas; ++r) {
+      if (replicas_[r]->running() &&
+          PositionOf(replicas_[r]->address()).role() == "primary") {
+        return r;
+      }
+    }
+    return -1;
+  }
+
+  int WaitForPrimary() {
+    int primary = -1;
+    WaitUntil([&] { return (primary = Primary()) >= 0; }, absl::Seconds(30),
+              absl::Milliseconds(50));
+    return primary;
+  }
+
+  std::string GroupAddress() {
+    std::vector<std::string> addresses;
+    for (const auto& replica : replicas_) {
+      addresses.push_back(replica->address());
+    }
+    return absl::StrJoin(addresses, "|");
+  }
+
+  v1::TableConfig CounterTable() {
+    v1::TableConfig config;
+    config.set_name(kTable);
+    config.set_dim(1);
+    config.mutable_initializer()->set_type(v1::ZEROS);
+    config.mutable_optimizer()->set_type(v1::SGD);
+    config.mutable_optimizer()->set_learning_rate(1.0f);
+    return config;
+  }
+
+  EtcdProcess etcd_;
+  std::vector<std::unique_ptr<TcpProxy>> proxies_;
+  std::vector<std::unique_ptr<ServerProcess>> replicas_;
+};
+
+TEST_F(ReplicationFailoverTest, KilledPrimariesLoseNoAcknowledgedPush) {
+  StartReplicas(/*through_proxies=*/false);
+  const int first = WaitForPrimary();
+  ASSERT_GE(first, 0) << "no replica became primary";
+  PsClientOptions options;
+  options.shard_addresses = {GroupAddress()};
+  options.retry_deadline = absl::Seconds(60);
+  options.rpc_timeout = absl::Seconds(5);
+  options.initial_backoff = absl::Milliseconds(20);
+  options.max_backoff = absl::Milliseconds(200);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
+  ASSERT_THAT(client.status(), IsOk());
+  ASSERT_THAT((*client)->CreateTable(CounterTable()), IsOk());
+
+  std::atomic<int> acknowledged{0};
+  absl::Status push_error;
+  std::vector<absl::Duration> stalls;
+  std::thread pusher([&] {
+    for (int i = 0; i < kPushes; ++i) {
+      const std::vector<uint64_t> keys = {kCounterKey, kFirstPushKey + i};
+      const std::vector<float> gradients = {-1.0f, -1.0f};
+      const absl::Time start = absl::Now();
+      absl::Status s = (*client)->Push(kTable, keys, gradients);
+      if (!s.ok()) {
+        push_error = s;
+        return;
+      }
+      stalls.push_back(absl::Now() - start);
+      acknowledged.fetch_add(1);
+    }
+  });
+  auto wait_for_acks = [&](int count) {
+    return WaitUntil([&] { return acknowledged.load() >= count; },
+                     absl::Seconds(90), absl::Milliseconds(10));
+  };
+
+  ASSERT_TRUE(wait_for_acks(kPushes / 4));
+  ASSERT_THAT(replicas_[first]->Kill9(), IsOk());
+  const int second = WaitForPrimary();
+  ASSERT_GE(second, 0) << "no follower took over from r" << first;
+  ASSERT_NE(second, first);
+
+  ASSERT_TRUE(wait_for_acks(kPushes / 2));
+  ASSERT_THAT(replicas_[second]->Kill9(), IsOk());
+  // One replica of three is left: it cannot know it has every
+  // acknowledged push, so it must not take over alone. Bring the others
+  // back (same ports, so the client's list still holds).
+  ASSERT_THAT(replicas_[first]->StartOnSamePort(), IsOk());
+  ASSERT_THAT(replicas_[second]->StartOnSamePort(), IsOk());
+
+  pusher.join();
+  ASSERT_THAT(push_error, IsOk());
+  ASSERT_EQ(acknowledged.load(), kPushes);
+  absl::Duration longest;
+  for (absl::Duration stall : stalls) longest = std::max(longest, stall);
+  std::cout << "longest push across the failovers: "
+            << absl::FormatDuration(longest) << std::endl;
+
+  // Every replica ends at the same position.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const v1::GetPositionResponse a = PositionOf(replicas_[0]->address());
+        for (int r = 1; r < kReplicas; ++r) {
+          const v1::GetPositionResponse b = PositionOf(replicas_[r]->address());
+          if (b.position().sequence() != a.position().sequence() ||
+              b.position().term() != a.position().term()) {
+            return false;
+          }
+        }
+        return a.position().sequence() > 0;
+      },
+      absl::Seconds(30), absl::Milliseconds(50)));
+
+  // The rows, read from two primaries in turn (the last one is stopped so
+  // that a follower's copy is read too).
+  std::vector<uint64_t> keys = {kCounterKey};
+  for (int i = 0; i < kPushes; ++i) keys.push_back(kFirstPushKey + i);
+  for (int round = 0; round < 2; ++round) {
+    std::vector<float> rows(keys.size());
+    ASSERT_THAT((*client)->Pull(kTable, keys, absl::MakeSpan(rows)), IsOk());
+    EXPECT_EQ(rows[0], static_cast<float>(kPushes)) << "round " << round;
+    int wrong = 0;
+    for (int i = 0; i < kPushes; ++i) {
+      if (rows[1 + i] != 1.0f) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0) << "pushes not applied exactly once, round " << round;
+    if (round == 0) {
+      const int last = WaitForPrimary();
+      ASSERT_GE(last, 0);
+      ASSERT_THAT(replicas_[last]->Terminate().status(), IsOk());
+    }
+  }
+}
+
+// The primary loses etcd (its proxy is cut) while a client keeps pushing to
+// it directly. It must stop acknowledging before its lease can have expired,
+// a follower must take over, and every push it acknowledged must be on the
+// new primary, once.
+TEST_F(ReplicationFailoverTest, PrimaryCutOffFromEtcdStopsAcknowledging) {
+  StartReplicas(/*through_proxies=*/true);
+  const int old_primary = WaitForPrimary();
+  ASSERT_GE(old_primary, 0);
+  PsClientOptions direct_options;
+  direct_options.shard_addresses = {replicas_[old_primary]->address()};
+  direct_options.retry_deadline = absl::ZeroDuration();  // one attempt each
+  direct_options.rpc_timeout = absl::Seconds(3);
+  absl::StatusOr<std::unique_ptr<PsClient>> direct =
+      PsClient::Create(direct_options);
+  ASSERT_THAT(direct.status(), IsOk());
+  ASSERT_THAT((*direct)->CreateTable(CounterTable()), IsOk());
+
+  std::atomic<bool> stop{false};
+  std::atomic<int> acked{0};
+  std::vector<int> acked_pushes;
+  absl::Time last_ack;
+  std::thread pusher([&] {
+    for (int i = 0; !stop.load(); ++i) {
+      const std::vector<uint64_t> keys = {kCounterKey, kFirstPushKey + i};
+      const std::vector<float> gradients = {-1.0f, -1.0f};
+      if ((*direct)->Push(kTable, keys, gradients).ok()) {
+        acked_pushes.push_back(i);
+        last_ack = absl::Now();
+        acked.fetch_add(1);
+      } else {
+        absl::SleepFor(absl::Milliseconds(5));
+      }
+    }
+  });
+  ASSERT_TRUE(WaitUntil([&] { return acked.load() >= 100; }, absl::Seconds(60),
+                        absl::Milliseconds(10)));
+  const absl::Time cut = absl::Now();
+  proxies_[old_primary]->Cut();
+  int new_primary = -1;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int r = 0; r < kReplicas; ++r) {
+          if (r != old_primary &&
+              PositionOf(replicas_[r]->address()).role() == "primary") {
+            new_primary = r;
+            return true;
+          }
+        }
+        return false;
+      },
+      absl::Seconds(30), absl::Milliseconds(20)));
+  const absl::Time took_over = absl::Now();
+  // Pushes to the old primary go on failing after the takeover.
+  absl::SleepFor(absl::Milliseconds(500));
+  stop.store(true);
+  pusher.join();
+  std::cout << "cut at 0, last acknowledgement of the old primary at "
+            << absl::FormatDuration(last_ack - cut) << ", new primary seen at "
+            << absl::FormatDuration(took_over - cut) << std::endl;
+  // Lease TTL 1 s: the old primary stops before it can have expired.
+  EXPECT_LT(last_ack - cut, absl::Seconds(1));
+  EXPECT_LT(last_ack, took_over);
+
+  PsClientOptions group_options;
+  group_options.shard_addresses = {GroupAddress()};
+  group_options.retry_deadline = absl::Seconds(30);
+  absl::StatusOr<std::unique_ptr<PsClient>> group =
+      PsClient::Create(group_options);
+  ASSERT_THAT(group.status(), IsOk());
+  std::vector<uint64_t> keys;
+  for (int i : acked_pushes) keys.push_back(kFirstPushKey + i);
+  std::vector<float> rows(keys.size());
+  ASSERT_THAT((*group)->Pull(kTable, keys, absl::MakeSpan(rows)), IsOk());
+  int wrong = 0;
+  for (float row : rows) {
+    if (row != 1.0f) ++wrong;
+  }
+  EXPECT_EQ(wrong, 0) << "acknowledged pushes missing or applied twice";
+
+  // Back on etcd, the old primary learns it was replaced and follows.
+  proxies_[old_primary]->Restore();
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        const v1::GetPositionResponse old_one =
+            PositionOf(replicas_[old_primary]->address());
+        const v1::GetPositionResponse primary =
+            PositionOf(replicas_[new_primary]->address());
+        return old_one.role() == "follower" &&
+               old_one.position().term() == primary.position().term() &&
+               old_one.position().sequence() == primary.position().sequence();
+      },
+      absl::Seconds(30), absl::Milliseconds(50)));
+  // It refuses writes, naming the new primary.
+  absl::Status refused;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        refused = (*direct)->Push(kTable, keys, rows);
+        return absl::IsFailedPrecondition(refused);
+      },
+      absl::Seconds(5), absl::Milliseconds(50)))
+      << refused;
+  EXPECT_THAT(std::string(refused.message()),
+              ::testing::HasSubstr(replicas_[new_primary]->address()));
+}
+
+}  // namespace
+}  // namespace strata
