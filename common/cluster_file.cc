@@ -101,16 +101,43 @@ absl::Status CheckAddress(absl::string_view address, absl::string_view field,
 }
 
 absl::StatusOr<std::vector<std::string>> ParseAddresses(
-    const YAML::Node& node, absl::string_view field, const FieldError& error) {
+    const YAML::Node& node, absl::string_view field, const FieldError& error,
+    std::vector<std::vector<std::string>>* replicas) {
   if (!node || !node.IsSequence() || node.size() == 0) {
     return error(field, "must be a non-empty list of host:port");
   }
   std::vector<std::string> addresses;
   for (size_t i = 0; i < node.size(); ++i) {
     const std::string item_field = absl::StrCat(field, "[", i, "]");
-    if (!node[i].IsScalar()) return error(item_field, "must be host:port");
-    STRATA_RETURN_IF_ERROR(CheckAddress(node[i].Scalar(), item_field, error));
-    addresses.push_back(node[i].Scalar());
+    std::vector<std::string> members;
+    if (replicas != nullptr && node[i].IsSequence()) {
+      // A replicated shard: the list of its replicas.
+      if (node[i].size() < 1 || node[i].size() > 3) {
+        return error(item_field, "must list 1 to 3 replicas");
+      }
+      for (size_t r = 0; r < node[i].size(); ++r) {
+        const std::string replica_field = absl::StrCat(item_field, "[", r, "]");
+        if (!node[i][r].IsScalar())
+          return error(replica_field, "must be host:port");
+        STRATA_RETURN_IF_ERROR(
+            CheckAddress(node[i][r].Scalar(), replica_field, error));
+        members.push_back(node[i][r].Scalar());
+      }
+    } else {
+      if (!node[i].IsScalar()) return error(item_field, "must be host:port");
+      STRATA_RETURN_IF_ERROR(CheckAddress(node[i].Scalar(), item_field, error));
+      members.push_back(node[i].Scalar());
+    }
+    if (replicas != nullptr) {
+      if (!replicas->empty() && replicas->front().size() != members.size()) {
+        return error(item_field,
+                     absl::StrCat("lists ", members.size(),
+                                  " replicas but the first shard lists ",
+                                  replicas->front().size()));
+      }
+      replicas->push_back(members);
+    }
+    addresses.push_back(absl::StrJoin(members, "|"));
   }
   return addresses;
 }
@@ -149,7 +176,7 @@ absl::StatusOr<ClusterGroup> ParseGroup(const YAML::Node& root,
     STRATA_ASSIGN_OR_RETURN(
         group.addresses,
         ParseAddresses(node["addresses"], absl::StrCat(name, ".addresses"),
-                       error));
+                       error, name == "shards" ? &group.replicas : nullptr));
     group.count = static_cast<int>(group.addresses.size());
   } else {
     const YAML::Node count = node["count"];
@@ -183,12 +210,22 @@ absl::StatusOr<ClusterGroup> ParseGroup(const YAML::Node& root,
   return group;
 }
 
+absl::StatusOr<std::vector<std::string>> ParseEtcd(const YAML::Node& root,
+                                                   const FieldError& error) {
+  const YAML::Node node = root["etcd"];
+  if (!node || node.IsNull()) return std::vector<std::string>();
+  if (!node.IsMap()) return error("etcd", "must be a map");
+  STRATA_RETURN_IF_ERROR(CheckKeys(node, "etcd", {"endpoints"}, error));
+  return ParseAddresses(node["endpoints"], "etcd.endpoints", error, nullptr);
+}
+
 absl::StatusOr<ClusterFile> ParseRoot(const YAML::Node& root,
                                       absl::string_view path) {
   const FieldError error(path);
   if (!root.IsMap()) return error("(top level)", "must be a map");
-  STRATA_RETURN_IF_ERROR(CheckKeys(
-      root, "(top level)", {"version", "shards", "serving", "workers"}, error));
+  STRATA_RETURN_IF_ERROR(
+      CheckKeys(root, "(top level)",
+                {"version", "etcd", "shards", "serving", "workers"}, error));
   const YAML::Node version = root["version"];
   if (!version || !version.IsScalar() || version.Scalar() != "1") {
     return error("version", "must be 1");
@@ -209,6 +246,13 @@ absl::StatusOr<ClusterFile> ParseRoot(const YAML::Node& root,
   }
   STRATA_ASSIGN_OR_RETURN(cluster.workers,
                           ParseGroup(root, "workers", false, error));
+  STRATA_ASSIGN_OR_RETURN(cluster.etcd_endpoints, ParseEtcd(root, error));
+  if (cluster.shards.replicas.front().size() > 1 &&
+      cluster.etcd_endpoints.empty()) {
+    return error("etcd.endpoints",
+                 "is required when shards have replicas (their leases and "
+                 "membership live in etcd)");
+  }
   return cluster;
 }
 
@@ -216,13 +260,15 @@ std::string PortOf(absl::string_view address) {
   return std::string(address.substr(address.rfind(':') + 1));
 }
 
-void AppendFlags(const ClusterFlagList& flags, int index,
+void AppendFlags(const ClusterFlagList& flags, int index, int replica,
                  std::vector<std::string>& out) {
   const std::string index_text = absl::StrCat(index);
+  const std::string replica_text = absl::StrCat(replica);
   for (const auto& [name, value] : flags) {
-    out.push_back(
-        absl::StrCat("--", name, "=",
-                     absl::StrReplaceAll(value, {{"{index}", index_text}})));
+    out.push_back(absl::StrCat(
+        "--", name, "=",
+        absl::StrReplaceAll(
+            value, {{"{index}", index_text}, {"{replica}", replica_text}})));
   }
 }
 
@@ -268,19 +314,32 @@ absl::StatusOr<ClusterFile> ReadClusterFile(const std::string& path) {
 }
 
 absl::StatusOr<std::vector<std::string>> ClusterFlagsFor(
-    const ClusterFile& cluster, ClusterRole role, int index) {
+    const ClusterFile& cluster, ClusterRole role, int index, int replica) {
   std::vector<std::string> out;
   const std::string shards = absl::StrJoin(cluster.shards.addresses, ",");
   const ClusterGroup* group = nullptr;
   switch (role) {
-    case ClusterRole::kShard:
+    case ClusterRole::kShard: {
       STRATA_RETURN_IF_ERROR(
           CheckIndex(cluster, cluster.shards, "shards", "shard_index", index));
+      const std::vector<std::string>& members = cluster.shards.replicas[index];
+      if (replica < 0 || replica >= static_cast<int>(members.size())) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--replica_index=", replica, " but cluster file ", cluster.path,
+            " lists ", members.size(), " replicas of shard ", index));
+      }
       out.push_back(absl::StrCat("--num_shards=", cluster.shards.count));
-      out.push_back(
-          absl::StrCat("--port=", PortOf(cluster.shards.addresses[index])));
+      out.push_back(absl::StrCat("--port=", PortOf(members[replica])));
+      if (!cluster.etcd_endpoints.empty()) {
+        out.push_back(absl::StrCat("--etcd_endpoints=",
+                                   absl::StrJoin(cluster.etcd_endpoints, ",")));
+        out.push_back(absl::StrCat("--replicas=", members.size()));
+        out.push_back(absl::StrCat("--replica_id=r", replica));
+        out.push_back(absl::StrCat("--advertise_address=", members[replica]));
+      }
       group = &cluster.shards;
       break;
+    }
     case ClusterRole::kServing:
       STRATA_RETURN_IF_ERROR(
           CheckIndex(cluster, cluster.serving, "serving", "index", index));
@@ -304,9 +363,9 @@ absl::StatusOr<std::vector<std::string>> ClusterFlagsFor(
       }
       return out;
   }
-  AppendFlags(group->flags, index, out);
+  AppendFlags(group->flags, index, replica, out);
   if (index < static_cast<int>(group->member_flags.size())) {
-    AppendFlags(group->member_flags[index], index, out);
+    AppendFlags(group->member_flags[index], index, replica, out);
   }
   return out;
 }

@@ -7,8 +7,12 @@
 // override), and deploy/local starts the cluster it describes.
 //
 //   version: 1
+//   etcd:                          # only for replicated shards
+//     endpoints: [127.0.0.1:2379]
 //   shards:
 //     addresses: [127.0.0.1:50051, 127.0.0.1:50052]  # shard i at entry i
+//     # replicated: entry i lists shard i's replicas (1 to 3, the same
+//     # number for every shard), e.g. [[h:50051, h:50061], [h:50052, h:50062]]
 //     flags: {durability: group, data_dir: "shard-{index}"}
 //     member_flags:                 # optional, entry i for shard i
 //       - {metrics_port: 9090}
@@ -21,7 +25,8 @@
 //     flags: {train_files: data/train, batch_size: 256}
 //
 // Flag values are YAML scalars or lists of scalars (joined with commas);
-// "{index}" in a value becomes the member's index.
+// "{index}" in a value becomes the member's index, "{replica}" a replicated
+// shard's replica index (0 otherwise).
 
 #include <string>
 #include <utility>
@@ -38,9 +43,13 @@ using ClusterFlagList = std::vector<std::pair<std::string, std::string>>;
 // One kind of member: the shards, the serving PS or the workers.
 struct ClusterGroup {
   bool present = false;
-  std::vector<std::string> addresses;  // host:port; empty for workers
-  int count = 0;                       // addresses.size(), or workers.count
-  ClusterFlagList flags;               // every member
+  // host:port; empty for workers. A replicated shard's entry joins its
+  // replicas with '|' (the form clients take).
+  std::vector<std::string> addresses;
+  // shards only: entry i lists shard i's replicas (one when not replicated).
+  std::vector<std::vector<std::string>> replicas;
+  int count = 0;          // addresses.size(), or workers.count
+  ClusterFlagList flags;  // every member
   std::vector<ClusterFlagList> member_flags;  // entry i: member i only
 };
 
@@ -49,6 +58,8 @@ struct ClusterFile {
   ClusterGroup shards;
   ClusterGroup serving;
   ClusterGroup workers;
+  // host:port of etcd; required when shards have replicas.
+  std::vector<std::string> etcd_endpoints;
 };
 
 // Which program asks: it decides which group's flags apply and which flags
@@ -69,10 +80,11 @@ absl::StatusOr<ClusterFile> ReadClusterFile(const std::string& path);
 
 // The flags member `index` of `role` gets from the file, as "--name=value":
 // first those derived from the file (the shard list, counts, the port of the
-// member's address), then the group's flags, then the member's own.
+// member's address; for a replicated shard, replica `replica`'s port, id,
+// address and etcd), then the group's flags, then the member's own.
 // INVALID_ARGUMENT when the file has no such member.
 absl::StatusOr<std::vector<std::string>> ClusterFlagsFor(
-    const ClusterFile& cluster, ClusterRole role, int index);
+    const ClusterFile& cluster, ClusterRole role, int index, int replica = 0);
 
 }  // namespace strata
 

@@ -67,11 +67,12 @@ const char* IndexFlag(ClusterRole role) {
 // The flags of the file, checked against this program's flags.
 std::vector<std::string> FlagsFromFile(const char* program,
                                        const std::string& path,
-                                       ClusterRole role, int index) {
+                                       ClusterRole role, int index,
+                                       int replica) {
   absl::StatusOr<ClusterFile> cluster = ReadClusterFile(path);
   if (!cluster.ok()) Fail(program, cluster.status().message());
   absl::StatusOr<std::vector<std::string>> flags =
-      ClusterFlagsFor(*cluster, role, index);
+      ClusterFlagsFor(*cluster, role, index, replica);
   if (!flags.ok()) Fail(program, flags.status().message());
   std::vector<char*> check_argv = {const_cast<char*>(program)};
   for (std::string& flag : *flags) check_argv.push_back(flag.data());
@@ -102,8 +103,18 @@ std::vector<std::string> ParseCommandLineWithCluster(const char* usage,
            absl::StrCat("--", index_flag, "='", *text, "' is not an integer"));
     }
   }
+  // A replicated shard is one replica of its shard index.
+  int replica = 0;
+  if (role == ClusterRole::kShard) {
+    const std::optional<std::string> text =
+        FindFlagValue(argc, argv, "replica_index");
+    if (text.has_value() && !absl::SimpleAtoi(*text, &replica)) {
+      Fail(argv[0],
+           absl::StrCat("--replica_index='", *text, "' is not an integer"));
+    }
+  }
   std::vector<std::string> from_file =
-      FlagsFromFile(argv[0], *path, role, index);
+      FlagsFromFile(argv[0], *path, role, index, replica);
   // Daemons log where their settings came from; a command-line tool's
   // output stays its own.
   if (role != ClusterRole::kClient) {

@@ -9,19 +9,39 @@
 # all cleanly (every process exits 0). Uses the file's fixed ports
 # (50051-50052, 50061, 9090-9091, 9095).
 #
-# Usage: deploy/quickstart.sh [--keep-data] [--rows=N]
+# --replicas=3 runs deploy/local/cluster-replicated.yaml instead: every shard
+# has three replicas coordinated through etcd (strata-local starts one), in
+# `replicated` mode. --kill-primary (with --replicas=3) kills shard 0's
+# primary with kill -9 while the workers train and prints what followed: a
+# follower took over, the workers went on, and the killed replica rejoined.
+#
+# Usage: deploy/quickstart.sh [--keep-data] [--rows=N] [--replicas=1|3]
+#                             [--kill-primary]
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
 keep_data=0
 rows=5000000
+replicas=1
+kill_primary=0
+usage="usage: $0 [--keep-data] [--rows=N] [--replicas=1|3] [--kill-primary]"
 for arg in "$@"; do
   case "$arg" in
     --keep-data) keep_data=1 ;;
     --rows=*) rows="${arg#--rows=}" ;;
-    *) echo "usage: $0 [--keep-data] [--rows=N]" >&2; exit 2 ;;
+    --replicas=*) replicas="${arg#--replicas=}" ;;
+    --kill-primary) kill_primary=1 ;;
+    *) echo "$usage" >&2; exit 2 ;;
   esac
 done
+if [[ "$replicas" != 1 && "$replicas" != 3 ]]; then
+  echo "quickstart: --replicas must be 1 or 3; $usage" >&2
+  exit 2
+fi
+if ((kill_primary)) && [[ "$replicas" != 3 ]]; then
+  echo "quickstart: --kill-primary needs --replicas=3" >&2
+  exit 2
+fi
 
 step() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
 
@@ -35,6 +55,9 @@ work="$(mktemp -d "${TMPDIR:-/tmp}/strata-quickstart.XXXXXX")"
 # with $work as its run directory (logs in $work/logs).
 local_cluster="$root/deploy/local/strata-local"
 cluster_file="$root/deploy/local/cluster.yaml"
+if [[ "$replicas" == 3 ]]; then
+  cluster_file="$root/deploy/local/cluster-replicated.yaml"
+fi
 running=0
 cleanup() {
   if ((running)); then
@@ -60,8 +83,8 @@ vocab="$(printf '10,%.0s' {1..26})"
 ceiling="$(sed -n 's/^holdout:.*planted AUC \([0-9.]*\).*/\1/p' \
   "$work/datagen.txt")"
 
-step "Starting the cluster of $cluster_file: 2 shards, serving, 2 workers"
-echo "\$ deploy/local/strata-local start deploy/local/cluster.yaml --run_dir=$work"
+step "Starting the cluster of $cluster_file: 2 shards x $replicas, serving, 2 workers"
+echo "\$ deploy/local/strata-local start ${cluster_file#"$root/"} --run_dir=$work"
 running=1
 "$local_cluster" start "$cluster_file" --run_dir="$work" --bin_dir="$bin"
 ctl() { echo "\$ stratactl $*"; "$bin/stratactl" --cluster_file="$cluster_file" "$@"; }
@@ -70,6 +93,11 @@ ctl health
 step "Training (rank 0's progress, from $work/logs/worker-0.log)"
 "$local_cluster" wait --run_dir="$work" >"$work/wait.txt" &
 wait_pid=$!
+if ((kill_primary)); then
+  "$root/deploy/local/kill-primary" --run_dir="$work" --bin="$bin" \
+    --cluster_file="$cluster_file" >"$work/failover.txt" 2>&1 &
+  kill_pid=$!
+fi
 tail -n +1 -f "$work/logs/worker-0.log" --pid="$wait_pid" |
   grep --line-buffered -E "step|done|ERROR" || true
 if ! wait "$wait_pid"; then
@@ -79,6 +107,16 @@ if ! wait "$wait_pid"; then
   exit 1
 fi
 cat "$work/wait.txt"
+if ((kill_primary)); then
+  if ! wait "$kill_pid"; then
+    cat "$work/failover.txt"
+    echo "quickstart: the failover did not go as it should; logs in $work/logs" >&2
+    keep_data=1
+    exit 1
+  fi
+  echo
+  cat "$work/failover.txt"
+fi
 auc="$(sed -n 's/.*"eval_auc": \([0-9.]*\).*/\1/p' "$work/result-0.json")"
 echo
 echo "held-out AUC $auc; planted ceiling $ceiling (the best any model can do)"

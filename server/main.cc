@@ -95,6 +95,9 @@ ABSL_FLAG(std::string, etcd_endpoints, "",
 ABSL_FLAG(std::string, replica_id, "",
           "With --etcd_endpoints: this replica's name within its shard "
           "index's group, stable across restarts (e.g. r0, r1, r2).");
+ABSL_FLAG(int, replica_index, 0,
+          "With --cluster_file: which replica of shard --shard_index this is "
+          "(its entry in the file's list of that shard's replicas).");
 ABSL_FLAG(int, replicas, 1,
           "With --etcd_endpoints: R, the replicas per shard index (1-3).");
 ABSL_FLAG(int, write_quorum, 0,

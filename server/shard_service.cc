@@ -48,6 +48,26 @@ v1::TableInfo TableInfoFromStats(const TableStats& stats) {
   return info;
 }
 
+void FillReplicaGroupInfo(const ReplicaGroupStatus& status,
+                          v1::ReplicaGroupInfo* info) {
+  info->set_replica_id(status.replica_id);
+  info->set_primary(status.primary);
+  info->set_term(status.term);
+  info->set_primary_id(status.primary_id);
+  info->set_primary_address(status.primary_address);
+  info->set_position_term(status.position.term);
+  info->set_position_sequence(status.position.sequence);
+  info->set_lease_valid(status.lease_valid);
+  info->set_failovers(status.failovers);
+  info->set_ack_mode(status.ack_mode);
+  info->set_replicas(status.replicas);
+  for (const auto& [follower, sequence] : status.follower_sequences) {
+    v1::FollowerInfo* out = info->add_followers();
+    out->set_replica_id(follower);
+    out->set_acknowledged_sequence(sequence);
+  }
+}
+
 // A stream refused before it started: finishes with `status` at once.
 class RefusedStream final : public grpc::ServerWriteReactor<v1::ChangeBatch> {
  public:
@@ -387,6 +407,10 @@ grpc::ServerUnaryReactor* ShardService::Stats(
       context, ShardMethod::kStats, request_bytes, response_bytes,
       [this](const v1::StatsRequest&,
              v1::StatsResponse& response) -> absl::Status {
+        if (options_.replica_group != nullptr) {
+          FillReplicaGroupInfo(options_.replica_group->GetStatus(),
+                               response.mutable_replication());
+        }
         response.set_shard_index(options_.shard_index);
         response.set_num_shards(options_.num_shards);
         response.set_durability(

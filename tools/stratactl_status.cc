@@ -46,6 +46,9 @@ struct ShardStatus {
   double keys_pulled_per_second = 0;
   double keys_pushed_per_second = 0;
   uint64_t failed_requests = 0;
+  // A replicated shard: what its primary reports.
+  bool replicated = false;
+  v1::ReplicaGroupInfo replication;
 };
 
 // One single-shard client per shard, made once and asked twice, so that a
@@ -104,6 +107,8 @@ ShardStatus Summarize(const std::string& address, const ShardSample& first,
   }
   shard.tables = now.tables_size();
   shard.failed_requests = now.failed_requests();
+  shard.replicated = now.has_replication();
+  shard.replication = now.replication();
   if (!first.status.ok()) return shard;
   const v1::StatsResponse& then = first.stats;
   const double seconds = absl::ToDoubleSeconds(second.at - first.at);
@@ -130,6 +135,29 @@ absl::StatusOr<v1::ServingStatusResponse> ServingStatus(
   auto client = ServingClient::Create(options);
   if (!client.ok()) return client.status();
   return (*client)->Status();
+}
+
+// "  replicas (replicated, 3): primary r1 term 7 at 313 (lease ok, 1
+// failover); follower r0 at 313 (lag 0); follower r2 at 311 (lag 2)".
+void PrintReplicas(const v1::ReplicaGroupInfo& info) {
+  std::string line = absl::StrFormat(
+      "  replicas (%s, %d): primary %s term %d at %d (lease %s, %d "
+      "failovers here)",
+      info.ack_mode(), info.replicas(),
+      info.primary() ? info.replica_id() : info.primary_id(), info.term(),
+      info.position_sequence(), info.lease_valid() ? "ok" : "NOT RENEWED",
+      info.failovers());
+  if (!info.primary()) {
+    absl::StrAppend(&line, "; answered by follower ", info.replica_id());
+  }
+  for (const v1::FollowerInfo& follower : info.followers()) {
+    const uint64_t at = follower.acknowledged_sequence();
+    absl::StrAppend(
+        &line, "; follower ", follower.replica_id(), " at ", at, " (lag ",
+        info.position_sequence() >= at ? info.position_sequence() - at : 0,
+        ")");
+  }
+  PrintLine(line);
 }
 
 void PrintText(
@@ -164,6 +192,7 @@ void PrintText(
         HumanBytes(shard.memory_bytes), shard.pulls_per_second,
         shard.pushes_per_second, shard.keys_pulled_per_second,
         shard.keys_pushed_per_second, shard.failed_requests));
+    if (shard.replicated) PrintReplicas(shard.replication);
   }
   if (!serving.has_value()) return;
   if (!serving->ok()) {
@@ -207,6 +236,31 @@ void PrintJson(
       json.Key("keys_pulled_per_second").Double(shard.keys_pulled_per_second);
       json.Key("keys_pushed_per_second").Double(shard.keys_pushed_per_second);
       json.Key("failed_requests").Uint(shard.failed_requests);
+      if (shard.replicated) {
+        const v1::ReplicaGroupInfo& info = shard.replication;
+        json.Key("replication").BeginObject();
+        json.Key("mode").String(info.ack_mode());
+        json.Key("replicas").Uint(info.replicas());
+        json.Key("primary").String(info.primary() ? info.replica_id()
+                                                  : info.primary_id());
+        // A follower answers when the primary cannot (during a failover).
+        json.Key("answered_by").String(info.replica_id());
+        json.Key("answered_by_primary").Bool(info.primary());
+        json.Key("term").Uint(info.term());
+        json.Key("sequence").Uint(info.position_sequence());
+        json.Key("lease_valid").Bool(info.lease_valid());
+        json.Key("failovers").Uint(info.failovers());
+        json.Key("followers").BeginArray();
+        for (const v1::FollowerInfo& follower : info.followers()) {
+          json.BeginObject();
+          json.Key("replica_id").String(follower.replica_id());
+          json.Key("acknowledged_sequence")
+              .Uint(follower.acknowledged_sequence());
+          json.EndObject();
+        }
+        json.EndArray();
+        json.EndObject();
+      }
     }
     json.EndObject();
   }

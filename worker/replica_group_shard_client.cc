@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "common/primary_redirect.h"
+#include "common/status_macros.h"
 #include "worker/shard_client.h"
 
 namespace strata {
@@ -60,11 +61,29 @@ class ReplicaGroupShardClient final : public ShardClient {
       return replica.ListTables(response, deadline);
     });
   }
+  // Followers answer Stats too (about themselves): the group's are the
+  // primary's, so a follower's answer is asked again of the primary it
+  // names.
   absl::Status Stats(v1::StatsResponse* response,
                      absl::Duration deadline) override {
-    return Admin([&](ShardClient& replica) {
+    STRATA_RETURN_IF_ERROR(Admin([&](ShardClient& replica) {
       return replica.Stats(response, deadline);
-    });
+    }));
+    if (!response->has_replication() || response->replication().primary()) {
+      return absl::OkStatus();
+    }
+    for (size_t i = 0; i < replicas_.size(); ++i) {
+      if (replicas_[i]->address() !=
+          response->replication().primary_address()) {
+        continue;
+      }
+      v1::StatsResponse primary;
+      if (replicas_[i]->Stats(&primary, deadline).ok()) {
+        current_.store(i);
+        *response = std::move(primary);
+      }
+    }
+    return absl::OkStatus();
   }
   absl::Status Checkpoint(const v1::CheckpointRequest& request,
                           v1::CheckpointResponse* response,

@@ -228,7 +228,11 @@ absl::StatusOr<WorkerFlags> WorkerFlagsFromCommandLine() {
                      flags.num_workers, " workers)"));
   }
   flags.rendezvous = absl::GetFlag(FLAGS_rendezvous);
-  if (flags.rendezvous.empty()) flags.rendezvous = flags.shards[0];
+  // A replicated first shard: its first replica (every replica serves the
+  // rendezvous, which only lasts while the ranks meet).
+  if (flags.rendezvous.empty()) {
+    flags.rendezvous = flags.shards[0].substr(0, flags.shards[0].find('|'));
+  }
   flags.job_id = absl::GetFlag(FLAGS_job_id);
   if (flags.job_id.empty()) {
     return absl::InvalidArgumentError("--job_id must not be empty");

@@ -21,10 +21,25 @@ _CHANNEL_OPTIONS = [
 ]
 
 
+# What a replica of a replicated shard that is not its primary answers
+# (FAILED_PRECONDITION): "...; the primary is host:port (replica r1, ...)".
+_PRIMARY_REDIRECT = "; the primary is "
+
+
+def redirected_primary(details):
+    """The primary's address a follower's refusal names, or None."""
+    at = (details or "").find(_PRIMARY_REDIRECT)
+    if at < 0:
+        return None
+    rest = details[at + len(_PRIMARY_REDIRECT):]
+    return rest.split(" ", 1)[0] or None
+
+
 def parse_endpoints(endpoints):
-    """"host:port" or a non-empty list of them -> list of str."""
+    """"host:port" (a replicated shard: its replicas joined by "|") or a
+    non-empty list of them -> list of str."""
     if isinstance(endpoints, str):
-        endpoints = [endpoints]
+        endpoints = endpoints.split("|")
     try:
         result = [str(e).strip() for e in endpoints]
     except TypeError:
@@ -63,10 +78,12 @@ class RetryPolicy:
 
 
 class EndpointPool:
-    """One channel per endpoint; calls go round-robin over them. Thread-safe:
-    gRPC channels are, and the round-robin counter is locked."""
+    """One channel per endpoint; calls go round-robin over them, or, for the
+    replicas of a replicated shard (`follow_primary`), to the replica that
+    last answered, moving to the one a follower's redirect names. Thread-safe:
+    gRPC channels are, and the counters are locked."""
 
-    def __init__(self, endpoints, policy, stub_class):
+    def __init__(self, endpoints, policy, stub_class, follow_primary=False):
         self.endpoints = parse_endpoints(endpoints)
         self.policy = policy
         self._channels = [grpc.insecure_channel(e, options=_CHANNEL_OPTIONS)
@@ -74,6 +91,8 @@ class EndpointPool:
         self._stubs = [stub_class(c) for c in self._channels]
         self._lock = threading.Lock()
         self._counter = itertools.count()
+        self._follow_primary = follow_primary
+        self._primary = 0
 
     def close(self):
         for channel in self._channels:
@@ -81,7 +100,14 @@ class EndpointPool:
 
     def _next_start(self):
         with self._lock:
+            if self._follow_primary:
+                return self._primary
             return next(self._counter) % len(self.endpoints)
+
+    def _note_primary(self, index):
+        if self._follow_primary:
+            with self._lock:
+                self._primary = index
 
     def call(self, method, request, timeout=None):
         """Calls stub.`method`(request) under the retry policy and returns the
@@ -101,12 +127,23 @@ class EndpointPool:
             if remaining <= 0:
                 break
             try:
-                return getattr(self._stubs[index], method)(request,
-                                                           timeout=remaining)
+                response = getattr(self._stubs[index], method)(
+                    request, timeout=remaining)
+                self._note_primary(index)
+                return response
             except grpc.RpcError as e:
                 code = e.code()
-                if code in (grpc.StatusCode.UNAVAILABLE,
-                            grpc.StatusCode.RESOURCE_EXHAUSTED):
+                primary = (redirected_primary(e.details())
+                           if code == grpc.StatusCode.FAILED_PRECONDITION
+                           else None)
+                if primary is not None and primary in self.endpoints:
+                    # A follower: the next attempt goes to the primary it
+                    # names (a failover: retried like UNAVAILABLE).
+                    self._note_primary(self.endpoints.index(primary))
+                    start = self.endpoints.index(primary) - attempt - 1
+                    last_unavailable = (e, endpoint)
+                elif code in (grpc.StatusCode.UNAVAILABLE,
+                              grpc.StatusCode.RESOURCE_EXHAUSTED):
                     # Down or overloaded: retried with backoff.
                     last_unavailable = (e, endpoint)
                 elif (code == grpc.StatusCode.DEADLINE_EXCEEDED

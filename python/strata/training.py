@@ -66,7 +66,8 @@ class ParameterServerClient:
     """Talks to every shard of a training cluster.
 
     `shards`: "host:port" of every shard, in shard-index order (a list, or
-    one string with commas, as strata.tf takes them). Each call to
+    one string with commas, as strata.tf takes them; a replicated shard is
+    its replicas joined by "|", and calls follow its primary). Each call to
     a shard has a deadline of `timeout` seconds and retries UNAVAILABLE with
     backoff until then. Pushes carry `client_id` (random unless given) and a
     sequence number, so a retried push is applied once.
@@ -88,7 +89,10 @@ class ParameterServerClient:
         if not shards or not all(shards):
             raise ValueError(f"no or empty shard address in {shards!r}")
         self.addresses = shards
-        self._shards = [EndpointPool(s, policy, strata_pb2_grpc.ParameterServerStub)
+        # A replicated shard is its replicas joined by "|": calls follow its
+        # primary.
+        self._shards = [EndpointPool(s, policy, strata_pb2_grpc.ParameterServerStub,
+                                     follow_primary=True)
                         for s in shards]
         self._health = [EndpointPool(s, policy, health_pb2_grpc.HealthStub)
                         for s in shards]

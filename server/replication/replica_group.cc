@@ -527,6 +527,8 @@ ReplicaGroupStatus ReplicaGroup::GetStatus() const {
   ReplicaGroupStatus status;
   status.replica_id = options_.replica_id;
   status.position = log_.last();
+  status.ack_mode = std::string(AckModeName(options_.ack_mode));
+  status.replicas = options_.replicas;
   absl::MutexLock lock(&mu_);
   status.primary = primary_;
   status.term = primary_ ? term_ : highest_term_;

@@ -86,6 +86,8 @@ struct ReplicaGroupStatus {
   ReplicationPosition position;
   bool lease_valid = false;
   uint64_t failovers = 0;  // promotions of this replica since it started
+  std::string ack_mode;
+  int replicas = 0;
   std::map<std::string, uint64_t> follower_sequences;
 };
 

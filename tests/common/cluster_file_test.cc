@@ -67,6 +67,66 @@ TEST(ClusterFileTest, ShardGetsCountPortGroupAndOwnFlagsInThatOrder) {
                                "--durability=periodic", "--data_dir=shard-1")));
 }
 
+constexpr char kReplicated[] = R"(
+version: 1
+etcd: {endpoints: [127.0.0.1:2379, 127.0.0.1:2479]}
+shards:
+  addresses:
+    - [127.0.0.1:50051, 127.0.0.1:50053]
+    - [127.0.0.1:50052, 127.0.0.1:50054]
+  flags: {data_dir: "shard-{index}-r{replica}"}
+workers:
+  count: 1
+)";
+
+TEST(ClusterFileTest, ReplicatedShardGetsItsReplicasPortIdAndEtcd) {
+  const ClusterFile cluster = Parse(kReplicated);
+  EXPECT_THAT(
+      ClusterFlagsFor(cluster, ClusterRole::kShard, 1, 1),
+      IsOkAndHolds(ElementsAre("--num_shards=2", "--port=50054",
+                               "--etcd_endpoints=127.0.0.1:2379,127.0.0.1:2479",
+                               "--replicas=2", "--replica_id=r1",
+                               "--advertise_address=127.0.0.1:50054",
+                               "--data_dir=shard-1-r1")));
+  EXPECT_THAT(ClusterFlagsFor(cluster, ClusterRole::kShard, 0, 2),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("--replica_index=2")));
+}
+
+TEST(ClusterFileTest, ClientsGetAReplicatedShardAsItsReplicasJoined) {
+  const ClusterFile cluster = Parse(kReplicated);
+  EXPECT_THAT(ClusterFlagsFor(cluster, ClusterRole::kWorker, 0),
+              IsOkAndHolds(::testing::Contains(
+                  "--shards=127.0.0.1:50051|127.0.0.1:50053,"
+                  "127.0.0.1:50052|127.0.0.1:50054")));
+}
+
+TEST(ClusterFileTest, ReplicasNeedEtcdAndTheSameCountPerShard) {
+  EXPECT_THAT(ParseClusterFile(R"(
+version: 1
+shards: {addresses: [[h:1, h:2]]}
+)",
+                               "c.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("etcd.endpoints")));
+  EXPECT_THAT(ParseClusterFile(R"(
+version: 1
+etcd: {endpoints: [h:9]}
+shards: {addresses: [[h:1, h:2], [h:3]]}
+)",
+                               "c.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("shards.addresses[1]")));
+  EXPECT_THAT(ParseClusterFile(R"(
+version: 1
+etcd: {endpoints: [h:9]}
+shards: {addresses: [[h:1, h:2, h:3, h:4]]}
+)",
+                               "c.yaml"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("1 to 3 replicas")));
+}
+
 TEST(ClusterFileTest, ServingFollowsEveryShard) {
   EXPECT_THAT(ClusterFlagsFor(Parse(kCluster), ClusterRole::kServing, 0),
               IsOkAndHolds(ElementsAre(
