@@ -37,7 +37,10 @@ PullResponseWriter::PullResponseWriter(absl::Span<const size_t> value_bytes,
                                        bool fp16) {
   size_t most = 0;
   for (size_t bytes : value_bytes) most += kHeaderBytes + kAlignment + bytes;
-  grpc_slice raw = grpc_slice_malloc(most);
+  // Always a heap buffer: grpc_slice_malloc keeps small slices inline in
+  // the grpc_slice value itself, where the pointers kept below would not
+  // survive the copy into slice_.
+  grpc_slice raw = grpc_slice_malloc_large(most);
   uint8_t* const start = GRPC_SLICE_START_PTR(raw);
   uint8_t* out = start;
   for (size_t bytes : value_bytes) {
@@ -55,12 +58,15 @@ PullResponseWriter::PullResponseWriter(absl::Span<const size_t> value_bytes,
     values_.push_back(out);
     out += bytes;
   }
-  grpc::Slice whole(raw, grpc::Slice::STEAL_REF);
-  slice_ = whole.sub(0, static_cast<size_t>(out - start));
+  slice_ = grpc::Slice(raw, grpc::Slice::STEAL_REF);
+  length_ = static_cast<size_t>(out - start);
 }
 
 grpc::ByteBuffer PullResponseWriter::Finish() {
-  return grpc::ByteBuffer(&slice_, 1);
+  // Cut only now: a short sub-slice is a copy of the bytes (inlined), and
+  // the values are written after construction.
+  grpc::Slice used = slice_.sub(0, length_);
+  return grpc::ByteBuffer(&used, 1);
 }
 
 PullResponseReader::PullResponseReader(const grpc::ByteBuffer& buffer) {

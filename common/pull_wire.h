@@ -31,6 +31,7 @@ class PullResponseWriter {
 
  private:
   grpc::Slice slice_;
+  size_t length_ = 0;
   std::vector<uint8_t*> values_;
 };
 

@@ -118,8 +118,7 @@ TEST(PullWireTest, AValuesLengthThatWouldWrapAroundIsDataLoss) {
   const std::string bytes =
       std::string("\x0a\x0b\x1a", 3) + std::string(9, '\xff') + "\x01";
   std::vector<std::vector<float>> batches;
-  EXPECT_THAT(ReadAll(bytes, &batches),
-              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(ReadAll(bytes, &batches), StatusIs(absl::StatusCode::kDataLoss));
 }
 
 TEST(PullWireTest, AValuesLengthPastItsBatchIsDataLoss) {
@@ -127,14 +126,39 @@ TEST(PullWireTest, AValuesLengthPastItsBatchIsDataLoss) {
   // next batch's.
   const std::string bytes("\x0a\x01\x1a\x1a", 4);
   std::vector<std::vector<float>> batches;
-  EXPECT_THAT(ReadAll(bytes, &batches),
-              StatusIs(absl::StatusCode::kDataLoss));
+  EXPECT_THAT(ReadAll(bytes, &batches), StatusIs(absl::StatusCode::kDataLoss));
 }
 
 TEST(PullWireTest, AnOverlongVarintIsDataLoss) {
   const std::string bytes = "\x0a" + std::string(11, '\xff');
   std::vector<std::vector<float>> batches;
   EXPECT_THAT(ReadAll(bytes, &batches), StatusIs(absl::StatusCode::kDataLoss));
+}
+
+// Regression: a one-value answer is short enough for gRPC to keep it inline,
+// and the values written after the writer was made were lost (a single-key
+// pull of a dimension-1 table answered garbage).
+TEST(PullWireTest, WriterKeepsValuesOfAnAnswerOfEverySize) {
+  for (size_t count = 1; count <= 8; ++count) {
+    const std::vector<size_t> value_bytes = {count * sizeof(float)};
+    PullResponseWriter writer(value_bytes, /*fp16=*/false);
+    float* values = reinterpret_cast<float*>(writer.batch_values(0));
+    for (size_t i = 0; i < count; ++i) values[i] = 1.5f + i;
+    grpc::ByteBuffer buffer = writer.Finish();
+    std::vector<grpc::Slice> slices;
+    ASSERT_TRUE(buffer.Dump(&slices).ok());
+    std::string bytes;
+    for (const grpc::Slice& slice : slices) {
+      bytes.append(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+    v1::PullResponse parsed;
+    ASSERT_TRUE(parsed.ParseFromString(bytes)) << count;
+    ASSERT_EQ(parsed.batches_size(), 1);
+    ASSERT_EQ(parsed.batches(0).values_size(), static_cast<int>(count));
+    for (size_t i = 0; i < count; ++i) {
+      EXPECT_EQ(parsed.batches(0).values(i), 1.5f + i) << count;
+    }
+  }
 }
 
 }  // namespace
