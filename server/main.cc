@@ -181,6 +181,44 @@ absl::StatusOr<ReplicationSetup> SetUpReplication(EmbeddingStore* store,
   return setup;
 }
 
+// The replica group as this replica sees it: role, term, position, lease,
+// promotions, and on the primary each follower's lag in updates.
+void AppendReplicationMetrics(const ReplicaGroupStatus& status,
+                              std::string* body) {
+  const std::string replica =
+      absl::StrCat("{replica=\"", status.replica_id, "\"} ");
+  absl::StrAppend(
+      body,
+      "# HELP strata_replication_primary 1 while this replica is primary.\n"
+      "# TYPE strata_replication_primary gauge\n",
+      "strata_replication_primary", replica, status.primary ? 1 : 0, "\n",
+      "# HELP strata_replication_term The term this replica knows.\n"
+      "# TYPE strata_replication_term gauge\n",
+      "strata_replication_term", replica, status.term, "\n",
+      "# HELP strata_replication_sequence The last update this replica "
+      "applied.\n# TYPE strata_replication_sequence gauge\n",
+      "strata_replication_sequence", replica, status.position.sequence, "\n",
+      "# HELP strata_replication_lease_valid 1 while this replica's etcd "
+      "lease is certainly held.\n# TYPE strata_replication_lease_valid "
+      "gauge\n",
+      "strata_replication_lease_valid", replica, status.lease_valid ? 1 : 0,
+      "\n",
+      "# HELP strata_replication_failovers_total Times this replica became "
+      "primary.\n# TYPE strata_replication_failovers_total counter\n",
+      "strata_replication_failovers_total", replica, status.failovers, "\n",
+      "# HELP strata_replication_follower_lag Updates a follower has not "
+      "acknowledged (on the primary).\n"
+      "# TYPE strata_replication_follower_lag gauge\n");
+  for (const auto& [follower, sequence] : status.follower_sequences) {
+    absl::StrAppend(body, "strata_replication_follower_lag{follower=\"",
+                    follower, "\"} ",
+                    status.position.sequence >= sequence
+                        ? status.position.sequence - sequence
+                        : 0,
+                    "\n");
+  }
+}
+
 // Per-table admission and eviction counters (since the shard started).
 void AppendTableCounters(const std::vector<TableStats>& tables,
                          std::string* body) {
@@ -422,7 +460,7 @@ int Run() {
     http.Handle("/healthz", [] {
       return HttpServer::Response{200, "text/plain", "ok\n"};
     });
-    http.Handle("/metrics", [&service, &rendezvous, &store] {
+    http.Handle("/metrics", [&service, &rendezvous, &store, &replication] {
       std::string body = service.metrics().PrometheusText();
       absl::StrAppend(&body, rendezvous.PrometheusText());
       absl::StrAppend(&body,
@@ -450,6 +488,9 @@ int Run() {
       }
       AppendTableCounters(tables, &body);
       AppendStorageMetrics((*store)->GetStorageStats(), &body);
+      if (replication->group) {
+        AppendReplicationMetrics(replication->group->GetStatus(), &body);
+      }
       return HttpServer::Response{200, "text/plain; version=0.0.4", body};
     });
     absl::StatusOr<int> http_port = http.Start(

@@ -26,6 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/replication.grpc.pb.h"
+#include "serving/serving_client.h"
 #include "tests/testing/etcd_process.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
@@ -146,6 +147,12 @@ TEST_F(ReplicationFailoverTest, KilledPrimariesLoseNoAcknowledgedPush) {
   absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
   ASSERT_THAT(client.status(), IsOk());
   ASSERT_THAT((*client)->CreateTable(CounterTable()), IsOk());
+  // The serving PS follows the group's change stream across the failovers.
+  ServerProcessOptions serving_options;
+  serving_options.binary = "strata-serving";
+  serving_options.flags = {absl::StrCat("--shards=", GroupAddress())};
+  ServerProcess serving(serving_options);
+  ASSERT_THAT(serving.Start(), IsOk());
 
   std::atomic<int> acknowledged{0};
   absl::Status push_error;
@@ -206,6 +213,32 @@ TEST_F(ReplicationFailoverTest, KilledPrimariesLoseNoAcknowledgedPush) {
       },
       absl::Seconds(30), absl::Milliseconds(50)));
 
+  // The serving PS ends with the same rows: every push once.
+  ServingClientOptions serving_client_options;
+  serving_client_options.endpoints = {serving.address()};
+  absl::StatusOr<std::unique_ptr<ServingClient>> serving_client =
+      ServingClient::Create(serving_client_options);
+  ASSERT_THAT(serving_client.status(), IsOk());
+  std::vector<uint64_t> served_keys = {kCounterKey};
+  for (int i = 0; i < kPushes; ++i) served_keys.push_back(kFirstPushKey + i);
+  std::vector<float> served(served_keys.size());
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        uint32_t missing = 0;
+        if (!(*serving_client)
+                 ->Lookup(kTable, served_keys, absl::MakeSpan(served), &missing)
+                 .ok() ||
+            missing > 0 || served[0] != static_cast<float>(kPushes)) {
+          return false;
+        }
+        for (size_t k = 1; k < served.size(); ++k) {
+          if (served[k] != 1.0f) return false;
+        }
+        return true;
+      },
+      absl::Seconds(60), absl::Milliseconds(100)))
+      << "serving counter " << served[0];
+
   // The rows, read from two primaries in turn (the last one is stopped so
   // that a follower's copy is read too).
   std::vector<uint64_t> keys = {kCounterKey};
@@ -225,6 +258,60 @@ TEST_F(ReplicationFailoverTest, KilledPrimariesLoseNoAcknowledgedPush) {
       ASSERT_THAT(replicas_[last]->Terminate().status(), IsOk());
     }
   }
+}
+
+// A checkpoint is taken on the primary; restoring it replaces the rows of
+// every replica, so a failover after the restore keeps the restored rows.
+TEST_F(ReplicationFailoverTest, RestoreReachesEveryReplica) {
+  StartReplicas(/*through_proxies=*/false);
+  ASSERT_GE(WaitForPrimary(), 0);
+  PsClientOptions options;
+  options.shard_addresses = {GroupAddress()};
+  options.retry_deadline = absl::Seconds(60);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
+  ASSERT_THAT(client.status(), IsOk());
+  ASSERT_THAT((*client)->CreateTable(CounterTable()), IsOk());
+  const std::vector<uint64_t> key = {kCounterKey};
+  const std::vector<float> minus_one = {-1.0f};
+  auto push_times = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      ASSERT_THAT((*client)->Push(kTable, key, minus_one), IsOk());
+    }
+  };
+  auto counter = [&] {
+    std::vector<float> row(1);
+    EXPECT_THAT((*client)->Pull(kTable, key, absl::MakeSpan(row)), IsOk());
+    return row[0];
+  };
+  push_times(10);
+  ASSERT_THAT((*client)->Checkpoint("at-10", 10).status(), IsOk());
+  push_times(5);
+  ASSERT_EQ(counter(), 15.0f);
+  ASSERT_THAT((*client)->Restore("at-10").status(), IsOk());
+  EXPECT_EQ(counter(), 10.0f);
+  push_times(1);
+  // Every follower gets the restored rows (a snapshot) and the push after.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        std::vector<v1::GetPositionResponse> positions;
+        for (const auto& replica : replicas_) {
+          positions.push_back(PositionOf(replica->address()));
+        }
+        for (const auto& p : positions) {
+          if (p.position().sequence() != positions[0].position().sequence() ||
+              p.position().term() != positions[0].position().term()) {
+            return false;
+          }
+        }
+        return true;
+      },
+      absl::Seconds(30), absl::Milliseconds(50)));
+  const int primary = WaitForPrimary();
+  ASSERT_GE(primary, 0);
+  ASSERT_THAT(replicas_[primary]->Kill9(), IsOk());
+  const int next = WaitForPrimary();
+  ASSERT_GE(next, 0);
+  EXPECT_EQ(counter(), 11.0f) << "after the failover to r" << next;
 }
 
 // The primary loses etcd (its proxy is cut) while a client keeps pushing to
@@ -286,8 +373,10 @@ TEST_F(ReplicationFailoverTest, PrimaryCutOffFromEtcdStopsAcknowledging) {
   std::cout << "cut at 0, last acknowledgement of the old primary at "
             << absl::FormatDuration(last_ack - cut) << ", new primary seen at "
             << absl::FormatDuration(took_over - cut) << std::endl;
-  // Lease TTL 1 s: the old primary stops before it can have expired.
-  EXPECT_LT(last_ack - cut, absl::Seconds(1));
+  // Lease TTL 1 s: the old primary decides its last acknowledgement by
+  // 0.8 s after its last renewal before the cut; seen by this client after
+  // the answer's trip (slow under sanitizers), so with some slack.
+  EXPECT_LT(last_ack - cut, absl::Milliseconds(1500));
   EXPECT_LT(last_ack, took_over);
 
   PsClientOptions group_options;
