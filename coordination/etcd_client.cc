@@ -39,6 +39,16 @@ std::string PrefixRangeEnd(absl::string_view prefix) {
   return std::string(1, '\0');  // every key
 }
 
+// A transaction's condition: `key` was created at `revision`.
+void AddCreateRevisionIs(absl::string_view key, int64_t revision,
+                         pb::TxnRequest& request) {
+  pb::Compare* compare = request.add_compare();
+  compare->set_key(std::string(key));
+  compare->set_target(pb::Compare::CREATE);
+  compare->set_result(pb::Compare::EQUAL);
+  compare->set_create_revision(revision);
+}
+
 EtcdKeyValue FromProto(const mvccpb::KeyValue& kv) {
   EtcdKeyValue out;
   out.key = kv.key();
@@ -62,17 +72,13 @@ class GrpcEtcdClient final : public EtcdClient {
       : options_(options), connection_(Connect()) {}
 
   absl::StatusOr<int64_t> GrantLease(absl::Duration ttl) override {
-    const std::shared_ptr<EtcdConnection> c = connection();
     pb::LeaseGrantRequest request;
     request.set_ttl(std::max<int64_t>(1, absl::ToInt64Seconds(ttl)));
     pb::LeaseGrantResponse response;
-    grpc::ClientContext context;
-    SetDeadline(context);
-    if (grpc::Status status =
-            c->lease->LeaseGrant(&context, request, &response);
-        !status.ok()) {
-      return Failed(status, c, "lease grant");
-    }
+    STRATA_RETURN_IF_ERROR(Unary(
+        "lease grant", [&](EtcdConnection& c, grpc::ClientContext& context) {
+          return c.lease->LeaseGrant(&context, request, &response);
+        }));
     if (!response.error().empty()) {
       return absl::UnavailableError(
           absl::StrCat("etcd refused a lease: ", response.error()));
@@ -105,57 +111,44 @@ class GrpcEtcdClient final : public EtcdClient {
   }
 
   absl::Status RevokeLease(int64_t lease) override {
-    const std::shared_ptr<EtcdConnection> c = connection();
     pb::LeaseRevokeRequest request;
     request.set_id(lease);
     pb::LeaseRevokeResponse response;
-    grpc::ClientContext context;
-    SetDeadline(context);
-    if (grpc::Status status =
-            c->lease->LeaseRevoke(&context, request, &response);
-        !status.ok()) {
-      return Failed(status, c, "lease revoke");
-    }
+    STRATA_RETURN_IF_ERROR(Unary(
+        "lease revoke", [&](EtcdConnection& c, grpc::ClientContext& context) {
+          return c.lease->LeaseRevoke(&context, request, &response);
+        }));
     return absl::OkStatus();
   }
 
   absl::StatusOr<int64_t> Put(absl::string_view key, absl::string_view value,
                               int64_t lease) override {
-    const std::shared_ptr<EtcdConnection> c = connection();
     pb::PutRequest request;
     request.set_key(std::string(key));
     request.set_value(std::string(value));
     request.set_lease(lease);
     pb::PutResponse response;
-    grpc::ClientContext context;
-    SetDeadline(context);
-    if (grpc::Status status = c->kv->Put(&context, request, &response);
-        !status.ok()) {
-      return Failed(status, c, "put");
-    }
+    STRATA_RETURN_IF_ERROR(
+        Unary("put", [&](EtcdConnection& c, grpc::ClientContext& context) {
+          return c.kv->Put(&context, request, &response);
+        }));
     return response.header().revision();
   }
 
   absl::StatusOr<std::optional<int64_t>> CreateIfAbsent(
       absl::string_view key, absl::string_view value, int64_t lease) override {
-    const std::shared_ptr<EtcdConnection> c = connection();
     pb::TxnRequest request;
-    pb::Compare* compare = request.add_compare();
-    compare->set_key(std::string(key));
-    compare->set_target(pb::Compare::CREATE);
-    compare->set_result(pb::Compare::EQUAL);
-    compare->set_create_revision(0);  // the key does not exist
+    // Create revision 0: the key does not exist.
+    AddCreateRevisionIs(key, 0, request);
     pb::PutRequest* put = request.add_success()->mutable_request_put();
     put->set_key(std::string(key));
     put->set_value(std::string(value));
     put->set_lease(lease);
     pb::TxnResponse response;
-    grpc::ClientContext context;
-    SetDeadline(context);
-    if (grpc::Status status = c->kv->Txn(&context, request, &response);
-        !status.ok()) {
-      return Failed(status, c, "transaction");
-    }
+    STRATA_RETURN_IF_ERROR(Unary(
+        "transaction", [&](EtcdConnection& c, grpc::ClientContext& context) {
+          return c.kv->Txn(&context, request, &response);
+        }));
     if (!response.succeeded()) return std::optional<int64_t>();
     return std::optional<int64_t>(response.header().revision());
   }
@@ -181,22 +174,15 @@ class GrpcEtcdClient final : public EtcdClient {
 
   absl::StatusOr<bool> DeleteIfCreatedAt(absl::string_view key,
                                          int64_t create_revision) override {
-    const std::shared_ptr<EtcdConnection> c = connection();
     pb::TxnRequest request;
-    pb::Compare* compare = request.add_compare();
-    compare->set_key(std::string(key));
-    compare->set_target(pb::Compare::CREATE);
-    compare->set_result(pb::Compare::EQUAL);
-    compare->set_create_revision(create_revision);
+    AddCreateRevisionIs(key, create_revision, request);
     request.add_success()->mutable_request_delete_range()->set_key(
         std::string(key));
     pb::TxnResponse response;
-    grpc::ClientContext context;
-    SetDeadline(context);
-    if (grpc::Status status = c->kv->Txn(&context, request, &response);
-        !status.ok()) {
-      return Failed(status, c, "transaction");
-    }
+    STRATA_RETURN_IF_ERROR(Unary(
+        "transaction", [&](EtcdConnection& c, grpc::ClientContext& context) {
+          return c.kv->Txn(&context, request, &response);
+        }));
     return response.succeeded();
   }
 
@@ -205,6 +191,17 @@ class GrpcEtcdClient final : public EtcdClient {
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(
                              absl::ToInt64Milliseconds(options_.call_timeout)));
+  }
+
+  // Runs call(connection, context) on the current connection with the
+  // call deadline; a failure names etcd and `what`.
+  template <typename Call>
+  absl::Status Unary(const char* what, const Call& call) {
+    const std::shared_ptr<EtcdConnection> used = connection();
+    grpc::ClientContext context;
+    SetDeadline(context);
+    const grpc::Status status = call(*used, context);
+    return status.ok() ? absl::OkStatus() : Failed(status, used, what);
   }
 
   std::shared_ptr<grpc::Channel> NewChannel() const {
@@ -253,15 +250,14 @@ class GrpcEtcdClient final : public EtcdClient {
 
   absl::StatusOr<pb::RangeResponse> Range(absl::string_view key,
                                           const std::string& range_end) {
-    const std::shared_ptr<EtcdConnection> c = connection();
     pb::RangeRequest request;
     request.set_key(std::string(key));
     if (!range_end.empty()) request.set_range_end(range_end);
     pb::RangeResponse response;
-    grpc::ClientContext context;
-    SetDeadline(context);
-    grpc::Status status = c->kv->Range(&context, request, &response);
-    if (!status.ok()) return Failed(status, c, "range");
+    STRATA_RETURN_IF_ERROR(
+        Unary("range", [&](EtcdConnection& c, grpc::ClientContext& context) {
+          return c.kv->Range(&context, request, &response);
+        }));
     return response;
   }
 
