@@ -25,9 +25,9 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "proto/replication.grpc.pb.h"
 #include "serving/serving_client.h"
 #include "tests/testing/etcd_process.h"
+#include "tests/testing/replicas.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tcp_proxy.h"
@@ -39,9 +39,12 @@ namespace {
 
 using ::strata::testing::EtcdProcess;
 using ::strata::testing::IsOk;
+using ::strata::testing::ReplicaPosition;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::ServerProcessOptions;
 using ::strata::testing::TcpProxy;
+using ::strata::testing::WaitForPrimaryOf;
+using ::strata::testing::WaitForReplicasToConverge;
 using ::strata::testing::WaitUntil;
 
 constexpr char kTable[] = "counters";
@@ -49,19 +52,6 @@ constexpr uint64_t kCounterKey = 7;
 constexpr uint64_t kFirstPushKey = 1000000;
 constexpr int kReplicas = 3;
 constexpr int kPushes = 600;
-
-v1::GetPositionResponse PositionOf(const std::string& address) {
-  auto stub = v1::Replication::NewStub(
-      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(1));
-  v1::GetPositionResponse answer;
-  if (!stub->GetPosition(&context, v1::GetPositionRequest(), &answer).ok()) {
-    answer.set_role("unreachable");
-  }
-  return answer;
-}
 
 class ReplicationFailoverTest : public ::testing::Test {
  protected:
@@ -93,23 +83,7 @@ class ReplicationFailoverTest : public ::testing::Test {
     }
   }
 
-  // The index of the replica that says it is primary, or -1.
-  int Primary() {
-    for (int r = 0; r < kReplicas; ++r) {
-      if (replicas_[r]->running() &&
-          PositionOf(replicas_[r]->address()).role() == "primary") {
-        return r;
-      }
-    }
-    return -1;
-  }
-
-  int WaitForPrimary() {
-    int primary = -1;
-    WaitUntil([&] { return (primary = Primary()) >= 0; }, absl::Seconds(30),
-              absl::Milliseconds(50));
-    return primary;
-  }
+  int WaitForPrimary() { return WaitForPrimaryOf(replicas_); }
 
   std::string GroupAddress() {
     std::vector<std::string> addresses;
@@ -199,19 +173,7 @@ TEST_F(ReplicationFailoverTest, KilledPrimariesLoseNoAcknowledgedPush) {
             << absl::FormatDuration(longest) << std::endl;
 
   // Every replica ends at the same position.
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        const v1::GetPositionResponse a = PositionOf(replicas_[0]->address());
-        for (int r = 1; r < kReplicas; ++r) {
-          const v1::GetPositionResponse b = PositionOf(replicas_[r]->address());
-          if (b.position().sequence() != a.position().sequence() ||
-              b.position().term() != a.position().term()) {
-            return false;
-          }
-        }
-        return a.position().sequence() > 0;
-      },
-      absl::Seconds(30), absl::Milliseconds(50)));
+  ASSERT_TRUE(WaitForReplicasToConverge(replicas_));
 
   // The serving PS ends with the same rows: every push once.
   ServingClientOptions serving_client_options;
@@ -291,21 +253,7 @@ TEST_F(ReplicationFailoverTest, RestoreReachesEveryReplica) {
   EXPECT_EQ(counter(), 10.0f);
   push_times(1);
   // Every follower gets the restored rows (a snapshot) and the push after.
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        std::vector<v1::GetPositionResponse> positions;
-        for (const auto& replica : replicas_) {
-          positions.push_back(PositionOf(replica->address()));
-        }
-        for (const auto& p : positions) {
-          if (p.position().sequence() != positions[0].position().sequence() ||
-              p.position().term() != positions[0].position().term()) {
-            return false;
-          }
-        }
-        return true;
-      },
-      absl::Seconds(30), absl::Milliseconds(50)));
+  ASSERT_TRUE(WaitForReplicasToConverge(replicas_));
   const int primary = WaitForPrimary();
   ASSERT_GE(primary, 0);
   ASSERT_THAT(replicas_[primary]->Kill9(), IsOk());
@@ -357,7 +305,7 @@ TEST_F(ReplicationFailoverTest, PrimaryCutOffFromEtcdStopsAcknowledging) {
       [&] {
         for (int r = 0; r < kReplicas; ++r) {
           if (r != old_primary &&
-              PositionOf(replicas_[r]->address()).role() == "primary") {
+              ReplicaPosition(replicas_[r]->address()).role() == "primary") {
             new_primary = r;
             return true;
           }
@@ -400,9 +348,9 @@ TEST_F(ReplicationFailoverTest, PrimaryCutOffFromEtcdStopsAcknowledging) {
   EXPECT_TRUE(WaitUntil(
       [&] {
         const v1::GetPositionResponse old_one =
-            PositionOf(replicas_[old_primary]->address());
+            ReplicaPosition(replicas_[old_primary]->address());
         const v1::GetPositionResponse primary =
-            PositionOf(replicas_[new_primary]->address());
+            ReplicaPosition(replicas_[new_primary]->address());
         return old_one.role() == "follower" &&
                old_one.position().term() == primary.position().term() &&
                old_one.position().sequence() == primary.position().sequence();
