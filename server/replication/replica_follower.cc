@@ -15,20 +15,18 @@
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/sync_stream.h"
 #include "server/internal/push_batches.h"
+#include "server/replication/position_proto.h"
 #include "server/replication/replica_group.h"
 #include "server/table_config_proto.h"
 
 namespace strata {
 namespace {
 
-ReplicationPosition FromProto(const v1::ReplicationPosition& position) {
-  return ReplicationPosition{position.term(), position.sequence()};
-}
-
-void ToProto(const ReplicationPosition& position,
-             v1::ReplicationPosition* out) {
-  out->set_term(position.term);
-  out->set_sequence(position.sequence);
+// Where the store keeps its checkpoints (embedding/internal/rocksdb_files.h:
+// checkpoint <id> is <data_dir>/checkpoints/<id>): snapshots are taken and
+// installed as checkpoints.
+std::filesystem::path CheckpointsDir(const std::string& data_dir) {
+  return std::filesystem::path(data_dir) / "checkpoints";
 }
 
 std::string SnapshotId(const ReplicationPosition& position) {
@@ -96,7 +94,7 @@ absl::StatusOr<v1::AppendResponse> ReplicaGroup::HandleAppend(
     absl::MutexLock lock(&mu_);
     if (request.term() < highest_term_) {
       response.set_highest_term(highest_term_);
-      ToProto(log_.last(), response.mutable_position());
+      PositionToProto(log_.last(), response.mutable_position());
       return response;
     }
     highest_term_ = request.term();
@@ -112,10 +110,10 @@ absl::StatusOr<v1::AppendResponse> ReplicaGroup::HandleAppend(
   response.set_highest_term(request.term());
   absl::MutexLock order(&apply_mu_);
   ReplicationPosition mine = log_.last();
-  const ReplicationPosition previous = FromProto(request.previous());
+  const ReplicationPosition previous = PositionFromProto(request.previous());
   if (previous != mine && previous.sequence >= mine.sequence) {
     response.set_needs_snapshot(true);
-    ToProto(mine, response.mutable_position());
+    PositionToProto(mine, response.mutable_position());
     return response;
   }
   for (const v1::ReplicationEntry& entry : request.entries()) {
@@ -135,7 +133,7 @@ absl::StatusOr<v1::AppendResponse> ReplicaGroup::HandleAppend(
     log_.Append(std::make_shared<v1::ReplicationEntry>(entry));
     mine = ReplicationPosition{entry.term(), entry.sequence()};
   }
-  ToProto(mine, response.mutable_position());
+  PositionToProto(mine, response.mutable_position());
   return response;
 }
 
@@ -156,11 +154,11 @@ absl::StatusOr<v1::InstallSnapshotResponse> ReplicaGroup::HandleInstallSnapshot(
     primary_id_ = chunk.primary_id();
     primary_address_ = chunk.primary_address();
   }
-  const ReplicationPosition position = FromProto(chunk.position());
+  const ReplicationPosition position = PositionFromProto(chunk.position());
   absl::MutexLock order(&apply_mu_);
   namespace fs = std::filesystem;
   const std::string id = SnapshotId(position);
-  const fs::path checkpoints = fs::path(options_.data_dir) / "checkpoints";
+  const fs::path checkpoints = CheckpointsDir(options_.data_dir);
   const fs::path staging = checkpoints / absl::StrCat(".incoming-", id);
   const fs::path final_dir = checkpoints / id;
   std::error_code error;
@@ -201,7 +199,7 @@ absl::StatusOr<v1::InstallSnapshotResponse> ReplicaGroup::HandleInstallSnapshot(
       << restored->num_rows << " rows (" << bytes << " bytes) at sequence "
       << position.sequence << " of term " << position.term;
   v1::InstallSnapshotResponse response;
-  ToProto(position, response.mutable_position());
+  PositionToProto(position, response.mutable_position());
   return response;
 }
 
@@ -213,12 +211,12 @@ ReplicaGroup::TakeSnapshot(uint64_t term, const std::string& follower) {
   }
   const ReplicationPosition position = log_.last();
   const std::string id = absl::StrCat(SnapshotId(position), "-to-", follower);
+  const std::filesystem::path dir = CheckpointsDir(options_.data_dir) / id;
   // Left by an earlier attempt that was cut short.
   std::error_code error;
-  std::filesystem::remove_all(
-      std::filesystem::path(options_.data_dir) / "checkpoints" / id, error);
+  std::filesystem::remove_all(dir, error);
   STRATA_RETURN_IF_ERROR(options_.store->Checkpoint(id, 0).status());
-  return std::make_pair(id, position);
+  return std::make_pair(dir.string(), position);
 }
 
 }  // namespace strata

@@ -16,6 +16,7 @@
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/replication.grpc.pb.h"
+#include "server/replication/position_proto.h"
 #include "server/replication/replica_sender.h"
 
 namespace strata {
@@ -25,10 +26,6 @@ namespace {
 // clock rates of two machines and the time a write takes to be answered.
 absl::Duration LeaseMargin(absl::Duration ttl) {
   return std::max(absl::Milliseconds(200), ttl / 5);
-}
-
-ReplicationPosition FromProto(const v1::ReplicationPosition& position) {
-  return ReplicationPosition{position.term(), position.sequence()};
 }
 
 }  // namespace
@@ -240,6 +237,18 @@ void ReplicaGroup::FollowOrCampaign() {
       std::max(highest_term_, static_cast<uint64_t>(kv.create_revision));
 }
 
+absl::StatusOr<std::map<std::string, std::string>> ReplicaGroup::OtherMembers()
+    const {
+  STRATA_ASSIGN_OR_RETURN(std::vector<EtcdKeyValue> members,
+                          options_.etcd->GetPrefix(Key("members/")));
+  std::map<std::string, std::string> others;
+  for (const EtcdKeyValue& member : members) {
+    const std::string id = member.key.substr(member.key.rfind('/') + 1);
+    if (id != options_.replica_id) others[id] = member.value;
+  }
+  return others;
+}
+
 void ReplicaGroup::Campaign() {
   int64_t lease;
   {
@@ -247,16 +256,13 @@ void ReplicaGroup::Campaign() {
     lease = lease_;
   }
   if (lease == 0) return;
-  absl::StatusOr<std::vector<EtcdKeyValue>> members =
-      options_.etcd->GetPrefix(Key("members/"));
-  if (!members.ok()) return;
+  absl::StatusOr<std::map<std::string, std::string>> others = OtherMembers();
+  if (!others.ok()) return;
   const ReplicationPosition mine = log_.last();
   int reached = 1;  // this replica
-  for (const EtcdKeyValue& member : *members) {
-    const std::string id = member.key.substr(member.key.rfind('/') + 1);
-    if (id == options_.replica_id) continue;
+  for (const auto& [id, address] : *others) {
     auto stub = v1::Replication::NewStub(
-        grpc::CreateChannel(member.value, grpc::InsecureChannelCredentials()));
+        grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::milliseconds(500));
@@ -266,7 +272,7 @@ void ReplicaGroup::Campaign() {
       continue;
     }
     ++reached;
-    const ReplicationPosition theirs = FromProto(answer.position());
+    const ReplicationPosition theirs = PositionFromProto(answer.position());
     // The replica that stands furthest (ties: the smaller id) campaigns.
     if (answer.role() == "primary" || mine < theirs ||
         (theirs == mine && answer.replica_id() < options_.replica_id)) {
@@ -359,24 +365,18 @@ void ReplicaGroup::SyncSenders(bool primary) {
     absl::MutexLock lock(&mu_);
     term = term_;
   }
-  absl::StatusOr<std::vector<EtcdKeyValue>> members =
-      options_.etcd->GetPrefix(Key("members/"));
-  if (!members.ok()) return;
-  std::map<std::string, std::string> wanted;
-  for (const EtcdKeyValue& member : *members) {
-    const std::string id = member.key.substr(member.key.rfind('/') + 1);
-    if (id != options_.replica_id) wanted[id] = member.value;
-  }
+  absl::StatusOr<std::map<std::string, std::string>> wanted = OtherMembers();
+  if (!wanted.ok()) return;
   for (auto it = senders_.begin(); it != senders_.end();) {
-    auto found = wanted.find(it->first);
-    if (found == wanted.end() || found->second != it->second->address() ||
+    auto found = wanted->find(it->first);
+    if (found == wanted->end() || found->second != it->second->address() ||
         it->second->term() != term) {
       it = senders_.erase(it);
     } else {
       ++it;
     }
   }
-  for (const auto& [id, address] : wanted) {
+  for (const auto& [id, address] : *wanted) {
     if (senders_.count(id) == 0) {
       senders_[id] = std::make_unique<ReplicaSender>(this, term, id, address);
     }
@@ -515,8 +515,7 @@ v1::GetPositionResponse ReplicaGroup::Position() const {
   v1::GetPositionResponse response;
   response.set_replica_id(options_.replica_id);
   const ReplicationPosition position = log_.last();
-  response.mutable_position()->set_term(position.term);
-  response.mutable_position()->set_sequence(position.sequence);
+  PositionToProto(position, response.mutable_position());
   absl::MutexLock lock(&mu_);
   response.set_role(primary_ ? "primary" : "follower");
   response.set_highest_term(highest_term_);

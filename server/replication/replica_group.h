@@ -158,7 +158,7 @@ class ReplicaGroup {
   // A follower answered with a term above ours: step down.
   void ObserveTerm(uint64_t term);
   // Takes a checkpoint of the store at the log's last position, under the
-  // write order, to send to `follower`; returns its id and position.
+  // write order, to send to `follower`; returns its directory and position.
   absl::StatusOr<std::pair<std::string, ReplicationPosition>> TakeSnapshot(
       uint64_t term, const std::string& follower);
 
@@ -169,6 +169,8 @@ class ReplicaGroup {
   void Tick();
   void RenewLease();
   void FollowOrCampaign();
+  // The other replicas registered in etcd: id -> address.
+  absl::StatusOr<std::map<std::string, std::string>> OtherMembers() const;
   void Campaign();
   void CheckLeadership();
   void BecomePrimary(uint64_t term);

@@ -15,6 +15,7 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
+#include "server/replication/position_proto.h"
 #include "server/replication/replica_group.h"
 
 namespace strata {
@@ -99,8 +100,7 @@ absl::StatusOr<ReplicationPosition> ReplicaSender::FetchPosition() {
     group_->ObserveTerm(answer.highest_term());
     return absl::AbortedError("the follower has seen a newer primary");
   }
-  return ReplicationPosition{answer.position().term(),
-                             answer.position().sequence()};
+  return PositionFromProto(answer.position());
 }
 
 absl::Status ReplicaSender::Stream(ReplicationPosition position,
@@ -119,8 +119,7 @@ absl::Status ReplicaSender::Stream(ReplicationPosition position,
     request.set_term(term_);
     request.set_primary_id(options.replica_id);
     request.set_primary_address(group_->address());
-    request.mutable_previous()->set_term(position.term);
-    request.mutable_previous()->set_sequence(position.sequence);
+    PositionToProto(position, request.mutable_previous());
     for (const ReplicationEntryPtr& entry : entries) {
       *request.add_entries() = *entry;
     }
@@ -137,8 +136,7 @@ absl::Status ReplicaSender::Stream(ReplicationPosition position,
       *needs_snapshot = true;
       return absl::OkStatus();
     }
-    position = ReplicationPosition{answer.position().term(),
-                                   answer.position().sequence()};
+    position = PositionFromProto(answer.position());
     group_->log().Acknowledge(follower_id_, term_, position.sequence);
   }
   return absl::OkStatus();
@@ -148,9 +146,9 @@ absl::StatusOr<ReplicationPosition> ReplicaSender::SendSnapshot() {
   const ReplicaGroupOptions& options = group_->options();
   STRATA_ASSIGN_OR_RETURN(auto snapshot,
                           group_->TakeSnapshot(term_, follower_id_));
-  const auto& [id, position] = snapshot;
+  const auto& [directory, position] = snapshot;
   namespace fs = std::filesystem;
-  const fs::path dir = fs::path(options.data_dir) / "checkpoints" / id;
+  const fs::path dir = directory;
   std::vector<fs::path> files;
   std::error_code error;
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
@@ -166,8 +164,7 @@ absl::StatusOr<ReplicationPosition> ReplicaSender::SendSnapshot() {
   chunk.set_term(term_);
   chunk.set_primary_id(options.replica_id);
   chunk.set_primary_address(group_->address());
-  chunk.mutable_position()->set_term(position.term);
-  chunk.mutable_position()->set_sequence(position.sequence);
+  PositionToProto(position, chunk.mutable_position());
   absl::Status read_error =
       error ? absl::InternalError(absl::StrCat("cannot list ", dir.string(),
                                                ": ", error.message()))
@@ -201,8 +198,7 @@ absl::StatusOr<ReplicationPosition> ReplicaSender::SendSnapshot() {
   STRATA_LOG(INFO, "replication")
       << "sent follower " << follower_id_ << " a snapshot at sequence "
       << position.sequence << " of term " << position.term;
-  return ReplicationPosition{answer.position().term(),
-                             answer.position().sequence()};
+  return PositionFromProto(answer.position());
 }
 
 }  // namespace strata
