@@ -1,28 +1,27 @@
 // strata-worker processes training against strata-server processes over
 // loopback: the main job of the system, end to end.
 
-#include <cmath>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_split.h"
-#include "common/file_system.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/training_data.h"
 #include "worker/data/datagen.h"
 
 namespace strata {
 namespace {
 
+using ::strata::testing::GenerateLearnableData;
 using ::strata::testing::IsOk;
 using ::strata::testing::ProcessExit;
+using ::strata::testing::ResultNumber;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::ServerProcessOptions;
 using ::strata::testing::TempDir;
@@ -34,20 +33,6 @@ constexpr int kRows = 600000;
 // With kRows rows (fewer than the quickstart's) the bar is looser.
 constexpr double kMaxAucGap = 0.03;
 
-// A number field of the worker's flat --result_file JSON.
-double JsonNumber(const std::string& json, const std::string& name) {
-  const std::string key = absl::StrCat("\"", name, "\": ");
-  const size_t at = json.find(key);
-  if (at == std::string::npos) return NAN;
-  const size_t end = json.find_first_of(",}", at);
-  double value = NAN;
-  if (!absl::SimpleAtod(json.substr(at + key.size(), end - at - key.size()),
-                        &value)) {
-    return NAN;
-  }
-  return value;
-}
-
 class DistributedTrainingTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -57,16 +42,7 @@ class DistributedTrainingTest : public ::testing::Test {
       shard = std::make_unique<ServerProcess>(options);
       ASSERT_THAT(shard->Start(), IsOk());
     }
-    DatagenOptions data;
-    data.rows = kRows;
-    data.holdout_rows = 20000;
-    data.out = absl::StrCat(dir_.path(), "/train");
-    // Ten values per field: few enough parameters that a model comes near
-    // the planted ceiling from a few hundred thousand rows (the quickstart's
-    // 3M rows come within 0.01; see bench/RESULTS.md).
-    data.model.vocab_sizes = std::vector<int64_t>(26, 10);
-    data.model.tail_rank = 30;
-    auto generated = GenerateData(data);
+    auto generated = GenerateLearnableData(dir_.path(), kRows, 20000);
     ASSERT_THAT(generated.status(), IsOk());
     data_ = *generated;
   }
@@ -98,10 +74,9 @@ class DistributedTrainingTest : public ::testing::Test {
     return std::make_unique<ServerProcess>(options);
   }
 
-  std::string Result(int rank) {
-    auto text = FileSystem::Default()->ReadFile(
-        absl::StrCat(dir_.path(), "/result-", rank, ".json"));
-    return text.ok() ? *text : "";
+  double Result(int rank, const std::string& name) {
+    return ResultNumber(absl::StrCat(dir_.path(), "/result-", rank, ".json"),
+                        name);
   }
 
   TempDir dir_{"distributed_training"};
@@ -121,13 +96,13 @@ TEST_F(DistributedTrainingTest, TwoWorkersReachThePlantedCeiling) {
     ASSERT_THAT(exit.status(), IsOk());
     EXPECT_EQ(exit->exit_code, 0) << workers[rank]->log();
   }
-  const double auc = JsonNumber(Result(0), "eval_auc");
-  EXPECT_EQ(JsonNumber(Result(0), "eval_examples"), 20000);
-  EXPECT_EQ(JsonNumber(Result(0), "examples"), 2 * kRows);
+  const double auc = Result(0, "eval_auc");
+  EXPECT_EQ(Result(0, "eval_examples"), 20000);
+  EXPECT_EQ(Result(0, "examples"), 2 * kRows);
   EXPECT_NEAR(auc, data_.holdout.auc, kMaxAucGap)
       << "planted ceiling " << data_.holdout.auc << "\n"
       << workers[0]->log();
-  EXPECT_EQ(JsonNumber(Result(1), "eval_auc"), auc);
+  EXPECT_EQ(Result(1, "eval_auc"), auc);
   std::printf("held-out AUC %.5f, planted ceiling %.5f, gap %.5f\n", auc,
               data_.holdout.auc, data_.holdout.auc - auc);
   EXPECT_THAT(workers[0]->log(), HasSubstr("samples/s"));
@@ -148,7 +123,7 @@ TEST_F(DistributedTrainingTest, KilledShardRestartsAndTrainingFinishes) {
     ASSERT_THAT(exit.status(), IsOk());
     EXPECT_EQ(exit->exit_code, 0) << workers[rank]->log();
   }
-  EXPECT_NEAR(JsonNumber(Result(0), "eval_auc"), data_.holdout.auc, kMaxAucGap)
+  EXPECT_NEAR(Result(0, "eval_auc"), data_.holdout.auc, kMaxAucGap)
       << workers[0]->log();
 }
 

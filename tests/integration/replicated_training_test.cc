@@ -8,17 +8,16 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
-#include "common/file_system.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/etcd_process.h"
 #include "tests/testing/replicas.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/training_data.h"
 #include "tests/testing/wait_until.h"
 #include "worker/data/datagen.h"
 
@@ -26,7 +25,9 @@ namespace strata {
 namespace {
 
 using ::strata::testing::EtcdProcess;
+using ::strata::testing::GenerateLearnableData;
 using ::strata::testing::IsOk;
+using ::strata::testing::ResultNumber;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::ServerProcessOptions;
 using ::strata::testing::TempDir;
@@ -62,13 +63,7 @@ class ReplicatedTrainingTest : public ::testing::Test {
         ASSERT_THAT(groups_[s].back()->Start(), IsOk());
       }
     }
-    DatagenOptions data;
-    data.rows = kRows;
-    data.holdout_rows = 20000;
-    data.out = absl::StrCat(dir_.path(), "/train");
-    data.model.vocab_sizes = std::vector<int64_t>(26, 10);
-    data.model.tail_rank = 30;
-    auto generated = GenerateData(data);
+    auto generated = GenerateLearnableData(dir_.path(), kRows, 20000);
     ASSERT_THAT(generated.status(), IsOk());
     data_ = *generated;
   }
@@ -109,19 +104,8 @@ class ReplicatedTrainingTest : public ::testing::Test {
   }
 
   double EvalAuc(int rank) {
-    auto text = FileSystem::Default()->ReadFile(
-        absl::StrCat(dir_.path(), "/result-", rank, ".json"));
-    if (!text.ok()) return 0;
-    const std::string key = "\"eval_auc\": ";
-    const size_t at = text->find(key);
-    if (at == std::string::npos) return 0;
-    const size_t end = text->find_first_of(",}", at);
-    double auc = 0;
-    if (!absl::SimpleAtod(text->substr(at + key.size(), end - at - key.size()),
-                          &auc)) {
-      return 0;
-    }
-    return auc;
+    return ResultNumber(absl::StrCat(dir_.path(), "/result-", rank, ".json"),
+                        "eval_auc");
   }
 
   TempDir dir_{"replicated_training"};

@@ -22,6 +22,7 @@
 #include "gtest/gtest.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/training_data.h"
 #include "worker/collective/collective.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/rendezvous.h"
@@ -31,6 +32,7 @@
 namespace strata {
 namespace {
 
+using ::strata::testing::GenerateLearnableData;
 using ::strata::testing::IsOk;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::StatusIs;
@@ -57,14 +59,7 @@ class TrainerTest : public ::testing::Test {
       shard = std::make_unique<ServerProcess>();
       ASSERT_THAT(shard->Start(), IsOk());
     }
-    DatagenOptions data;
-    data.rows = 40000;
-    data.holdout_rows = 4000;
-    data.out = absl::StrCat(dir_.path(), "/train");
-    // Ten values per field: learnable from few rows.
-    data.model.vocab_sizes = std::vector<int64_t>(26, 10);
-    data.model.tail_rank = 30;
-    auto generated = GenerateData(data);
+    auto generated = GenerateLearnableData(dir_.path(), 40000, 4000);
     ASSERT_THAT(generated.status(), IsOk());
     data_ = *generated;
   }
