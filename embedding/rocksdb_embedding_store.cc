@@ -12,6 +12,7 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/system_memory.h"
+#include "embedding/rocksdb_logger.h"
 #include "embedding/storage_format.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/filter_policy.h"
@@ -26,6 +27,7 @@ absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.paranoid_checks = true;
+  db_options.info_log = RocksDbLogger();
   if (options_.rocksdb_env != nullptr) db_options.env = options_.rocksdb_env;
   // The store is written in large batches and read back only by iterators
   // (recovery, checkpoints), never by point lookups: an unsorted vector
@@ -124,7 +126,14 @@ absl::Status RocksDbEmbeddingStore::RecoverWritesLocked() {
     }
     if (resumed.IsBusy()) {
       // RocksDB recovers by itself (a full disk: its SstFileManager
-      // resumes once space is free).
+      // resumes once space is free). Until then a full disk is what the
+      // caller must hear of, not a transient state.
+      if (disk_full_.load()) {
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "the disk of ", options_.data_dir,
+            " is full: writes are refused until space is freed (the shard "
+            "resumes by itself then)"));
+      }
       return absl::UnavailableError(
           "the store is recovering from a failed write (a full disk resumes "
           "by itself once space is freed)");
@@ -399,6 +408,7 @@ absl::Status RocksDbEmbeddingStore::WriteLocked(rocksdb::WriteBatch& batch,
 void RocksDbEmbeddingStore::NoteWriteError(const absl::Status& error) {
   failed_writes_.fetch_add(1, std::memory_order_relaxed);
   needs_recovery_.store(true);
+  disk_full_.store(absl::IsResourceExhausted(error));
   absl::MutexLock lock(&write_error_mu_);
   last_write_error_ = std::string(error.message());
   write_error_set_.store(true, std::memory_order_relaxed);

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "embedding/rocksdb_logger.h"
 #include "embedding/storage_format.h"
 #include "rocksdb/db.h"
 #include "serving/internal/row_format.h"
@@ -54,6 +55,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> OpenCheckpoint(
   }
   rocksdb::DBOptions options;
   options.paranoid_checks = true;
+  options.info_log = RocksDbLogger();
   // Read-only opening may list a subset of the column families: the
   // optimizer state is not needed.
   const std::vector<rocksdb::ColumnFamilyDescriptor> families = {

@@ -21,6 +21,7 @@
 #include "common/file_system.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "embedding/rocksdb_logger.h"
 #include "rocksdb/filter_policy.h"
 #include "rocksdb/table.h"
 #include "serving/internal/row_format.h"
@@ -43,6 +44,7 @@ absl::Status RocksDbServingStore::Init() {
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   db_options.paranoid_checks = true;
+  db_options.info_log = RocksDbLogger();
   if (options_.rocksdb_env != nullptr) db_options.env = options_.rocksdb_env;
   // Lookups are point reads, many of keys without a row: bloom filters let
   // those skip the data blocks.

@@ -166,9 +166,17 @@ absl::Status PsClient::FanOut(
     }
     const absl::Duration left = give_up - clock->Now();
     if (left <= absl::ZeroDuration()) {
-      return absl::UnavailableError(absl::StrCat(
-          last_unavailable.message(), " (gave up after retrying for ",
-          absl::FormatDuration(options_.retry_deadline), ")"));
+      // A shard that kept refusing (RESOURCE_EXHAUSTED: overloaded, or its
+      // disk is full) says so; an unreachable or stopping one is UNAVAILABLE.
+      const absl::StatusCode code =
+          last_unavailable.code() == absl::StatusCode::kResourceExhausted
+              ? absl::StatusCode::kResourceExhausted
+              : absl::StatusCode::kUnavailable;
+      return absl::Status(
+          code, absl::StrCat(last_unavailable.message(),
+                             " (gave up after retrying for ",
+                             absl::FormatDuration(options_.retry_deadline),
+                             ")"));
     }
     // The last sleep is cut short so that one attempt lands on the deadline.
     if (!waiting_logged_.exchange(true)) {

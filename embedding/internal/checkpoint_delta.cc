@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "embedding/rocksdb_logger.h"
 #include "embedding/storage_format.h"
 #include "rocksdb/db.h"
 #include "rocksdb/env.h"
@@ -216,6 +217,7 @@ absl::Status ApplyDeltas(const std::string& db_dir,
                          const std::vector<std::string>& dirs) {
   rocksdb::Options options;
   options.paranoid_checks = true;
+  options.info_log = RocksDbLogger();
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
   for (const char* name : kFamilyNames) {
     families.emplace_back(name, rocksdb::ColumnFamilyOptions());

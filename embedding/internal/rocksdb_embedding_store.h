@@ -274,6 +274,8 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   std::atomic<bool> fsync_failed_{false};
   // A write failed since RecoverWritesLocked last worked.
   std::atomic<bool> needs_recovery_{false};
+  // The last failed write found the disk full (RESOURCE_EXHAUSTED).
+  std::atomic<bool> disk_full_{false};
   // The database was opened read-only (the disk was full at open).
   bool read_only_ ABSL_GUARDED_BY(commit_mu_) = false;
   absl::Time last_reopen_attempt_ ABSL_GUARDED_BY(commit_mu_) =
