@@ -20,6 +20,7 @@
 #include "common/daemon_flags.h"
 #include "common/http_server.h"
 #include "common/logging.h"
+#include "common/replica_lag.h"
 #include "common/status_macros.h"
 #include "common/system_memory.h"
 #include "coordination/etcd_client.h"
@@ -212,10 +213,7 @@ void AppendReplicationMetrics(const ReplicaGroupStatus& status,
   for (const auto& [follower, sequence] : status.follower_sequences) {
     absl::StrAppend(body, "strata_replication_follower_lag{follower=\"",
                     follower, "\"} ",
-                    status.position.sequence >= sequence
-                        ? status.position.sequence - sequence
-                        : 0,
-                    "\n");
+                    ReplicaLag(status.position.sequence, sequence), "\n");
   }
 }
 

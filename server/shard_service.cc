@@ -455,6 +455,11 @@ grpc::ServerWriteReactor<v1::ChangeBatch>* ShardService::Subscribe(
   options.num_shards = options_.num_shards;
   options.stall_timeout = options_.subscriber_stall_timeout;
   options.open_streams = subscribers_;
+  if (ReplicaGroup* group = options_.replica_group; group != nullptr) {
+    options.describe_replica_group = [group](v1::ReplicaGroupInfo* info) {
+      FillReplicaGroupInfo(group->GetStatus(), info);
+    };
+  }
   return new server_internal::Subscription(options, context, *request);
 }
 

@@ -6,6 +6,7 @@
 #include "common/auth.h"
 #include "common/grpc_status.h"
 #include "common/raw_message.h"
+#include "common/replica_lag.h"
 #include "server/table_config_proto.h"
 #include "serving/status_page.h"
 
@@ -24,6 +25,11 @@ v1::FollowedShard ToProto(const FollowState& state) {
   shard.set_latest_sequence(state.latest_sequence);
   shard.set_lag_seconds(state.lag_seconds);
   shard.set_last_error(state.last_error);
+  shard.set_streaming_from(state.streaming_from);
+  shard.set_replica_switches(state.replica_switches);
+  if (state.replica_group != nullptr) {
+    *shard.mutable_replica_group() = *state.replica_group;
+  }
   return shard;
 }
 
@@ -203,6 +209,13 @@ std::string ServingService::PrometheusText() {
        [](const FollowState& s) { return s.resumes; }},
       {"updates_total", "counter",
        [](const FollowState& s) { return s.updates; }},
+      {"replica_switches_total", "counter",
+       [](const FollowState& s) { return s.replica_switches; }},
+      // 0 until a replicated shard's primary has described its group.
+      {"primary_term", "gauge",
+       [](const FollowState& s) {
+         return s.replica_group ? s.replica_group->term() : 0;
+       }},
   };
   for (const Series& one : series) {
     absl::StrAppend(&out, "# TYPE strata_serving_shard_", one.name, " ",
@@ -210,6 +223,22 @@ std::string ServingService::PrometheusText() {
     for (const FollowState& s : shards) {
       absl::StrAppend(&out, "strata_serving_shard_", one.name, "{shard=\"",
                       s.shard_index, "\"} ", one.value(s), "\n");
+    }
+  }
+  absl::StrAppend(&out,
+                  "# HELP strata_serving_shard_replica_lag Updates a "
+                  "replicated shard's follower replica is behind its "
+                  "primary, as the primary last said.\n"
+                  "# TYPE strata_serving_shard_replica_lag gauge\n");
+  for (const FollowState& s : shards) {
+    if (s.replica_group == nullptr) continue;
+    for (const v1::FollowerInfo& follower : s.replica_group->followers()) {
+      absl::StrAppend(&out, "strata_serving_shard_replica_lag{shard=\"",
+                      s.shard_index, "\",replica=\"", follower.replica_id(),
+                      "\"} ",
+                      ReplicaLag(s.replica_group->position_sequence(),
+                                 follower.acknowledged_sequence()),
+                      "\n");
     }
   }
   absl::StrAppend(&out,

@@ -152,6 +152,7 @@ FollowState ShardFollower::state() const {
 void ShardFollower::SetDisconnected(const absl::Status& why) {
   absl::MutexLock lock(&mu_);
   state_.connected = false;
+  state_.streaming_from.clear();
   snapshotting_ = false;
   if (!why.ok()) state_.last_error = why.ToString();
 }
@@ -189,12 +190,19 @@ void ShardFollower::ChooseReplica(const absl::Status& ended) {
   if (channels_.size() < 2 || ended.ok()) return;
   if (std::optional<std::string> primary = RedirectedPrimary(ended)) {
     for (size_t i = 0; i < replica_addresses_.size(); ++i) {
-      if (replica_addresses_[i] == *primary) replica_ = i;
+      if (replica_addresses_[i] == *primary) SwitchTo(i);
     }
     return;
   }
   // Not reachable, or no primary yet: try the next replica.
-  replica_ = (replica_ + 1) % channels_.size();
+  SwitchTo((replica_ + 1) % channels_.size());
+}
+
+void ShardFollower::SwitchTo(size_t replica) {
+  if (replica == replica_) return;
+  replica_ = replica;
+  absl::MutexLock lock(&mu_);
+  ++state_.replica_switches;
 }
 
 void ShardFollower::Watch() {
@@ -351,6 +359,12 @@ absl::Status ShardFollower::Handle(const v1::ChangeBatch& batch) {
   const absl::Time now = options_.clock->Now();
   absl::MutexLock lock(&mu_);
   state_.connected = true;
+  if (channels_.size() > 1)
+    state_.streaming_from = replica_addresses_[replica_];
+  if (batch.has_replica_group()) {
+    state_.replica_group =
+        std::make_shared<const v1::ReplicaGroupInfo>(batch.replica_group());
+  }
   state_.latest_sequence = batch.latest_sequence();
   last_heard_ = now;
   if (!in_snapshot_ && state_.applied_sequence >= state_.latest_sequence) {

@@ -25,6 +25,7 @@ class ClientContext;
 namespace strata {
 namespace v1 {
 class ChangeBatch;
+class ReplicaGroupInfo;
 }  // namespace v1
 
 // What a follower knows about the shard it follows.
@@ -42,6 +43,12 @@ struct FollowState {
   // or since the follower last knew it was caught up, whichever is later.
   double lag_seconds = 0;
   std::string last_error;
+  // A replicated shard: the replica the stream is open on (empty while
+  // disconnected), how often the follower moved to another replica, and the
+  // group's state as its primary last sent it (null until then).
+  std::string streaming_from;
+  uint64_t replica_switches = 0;
+  std::shared_ptr<const v1::ReplicaGroupInfo> replica_group;
   uint64_t snapshots = 0;  // Snapshots received.
   uint64_t resumes = 0;    // Streams resumed from the stored position.
   uint64_t updates = 0;    // Deltas and table creations applied.
@@ -124,6 +131,8 @@ class ShardFollower {
   // After a failed stream of a replicated shard: the replica a redirect
   // names, else the next one.
   void ChooseReplica(const absl::Status& ended);
+  // Streams from replica `replica` from now on, counting the switch.
+  void SwitchTo(size_t replica);
 
   const ShardFollowerOptions options_;
   const absl::flat_hash_set<std::string> followed_;

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/replica_lag.h"
 
 namespace strata {
 namespace {
@@ -35,6 +36,52 @@ void AppendShards(const v1::ServingStatusResponse& status, std::string* out) {
         shard.connected() ? "connected" : "DISCONNECTED",
         shard.applied_sequence(), shard.latest_sequence(), behind,
         shard.lag_seconds(), HtmlEscape(shard.last_error()));
+  }
+  absl::StrAppend(out, "</table>");
+}
+
+// Replicated shards only: who is primary, in which term, and how far each
+// follower replica is behind, as the primary last said on the stream.
+void AppendReplicaGroups(const v1::ServingStatusResponse& status,
+                         std::string* out) {
+  bool any = false;
+  for (const v1::FollowedShard& shard : status.shards()) {
+    any = any || shard.has_replica_group();
+  }
+  if (!any) return;
+  absl::StrAppend(out,
+                  "<h2>Replica groups</h2><table id=\"groups\">"
+                  "<tr><th>shard</th><th>mode</th><th>replicas</th>"
+                  "<th>primary</th><th>term</th><th>lease</th>"
+                  "<th>primary at</th><th>followers (lag)</th>"
+                  "<th>streaming from</th><th>switches</th></tr>");
+  for (const v1::FollowedShard& shard : status.shards()) {
+    if (!shard.has_replica_group()) continue;
+    const v1::ReplicaGroupInfo& group = shard.replica_group();
+    std::string followers;
+    for (const v1::FollowerInfo& follower : group.followers()) {
+      absl::StrAppendFormat(&followers, "%s%s (%d)",
+                            followers.empty() ? "" : ", ",
+                            HtmlEscape(follower.replica_id()),
+                            ReplicaLag(group.position_sequence(),
+                                       follower.acknowledged_sequence()));
+    }
+    const std::string primary =
+        group.primary() ? group.replica_id() : group.primary_id();
+    absl::StrAppendFormat(
+        out,
+        "<tr id=\"group-%d\"><td>%d</td><td class=\"mode\">%s</td>"
+        "<td class=\"replicas\">%d</td><td class=\"primary\">%s</td>"
+        "<td class=\"term\">%d</td><td class=\"lease %s\">%s</td>"
+        "<td class=\"position\">%d</td><td class=\"followers\">%s</td>"
+        "<td class=\"streaming-from\">%s</td>"
+        "<td class=\"switches\">%d</td></tr>",
+        shard.shard_index(), shard.shard_index(), HtmlEscape(group.ack_mode()),
+        group.replicas(), HtmlEscape(primary), group.term(),
+        group.lease_valid() ? "up" : "down",
+        group.lease_valid() ? "held" : "NOT RENEWED", group.position_sequence(),
+        followers, HtmlEscape(shard.streaming_from()),
+        shard.replica_switches());
   }
   absl::StrAppend(out, "</table>");
 }
@@ -106,6 +153,7 @@ std::string RenderStatusPage(const v1::ServingStatusResponse& status,
       status.shards_size(), rows, status.tables_size(), keys_total,
       missing_keys_total);
   AppendShards(status, &out);
+  AppendReplicaGroups(status, &out);
   AppendTables(status, &out);
   absl::StrAppendFormat(&out,
                         "<p>Reloads every %d s. Same numbers as "

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "common/replica_lag.h"
 #include "serving/serving_client.h"
 #include "tools/json_writer.h"
 #include "tools/stratactl_commands.h"
@@ -152,10 +153,8 @@ void PrintReplicas(const v1::ReplicaGroupInfo& info) {
   }
   for (const v1::FollowerInfo& follower : info.followers()) {
     const uint64_t at = follower.acknowledged_sequence();
-    absl::StrAppend(
-        &line, "; follower ", follower.replica_id(), " at ", at, " (lag ",
-        info.position_sequence() >= at ? info.position_sequence() - at : 0,
-        ")");
+    absl::StrAppend(&line, "; follower ", follower.replica_id(), " at ", at,
+                    " (lag ", ReplicaLag(info.position_sequence(), at), ")");
   }
   PrintLine(line);
 }

@@ -83,6 +83,13 @@ v1::ChangeBatch Subscription::NewBatch(v1::ChangeBatch::Kind kind,
   batch.set_latest_sequence(options_.store->change_log().latest_sequence());
   batch.set_shard_index(options_.shard_index);
   batch.set_num_shards(options_.num_shards);
+  if (options_.describe_replica_group) {
+    const absl::Time now = Clock::Real()->Now();
+    if (now >= next_group_info_) {
+      options_.describe_replica_group(batch.mutable_replica_group());
+      next_group_info_ = now + options_.heartbeat_interval;
+    }
+  }
   return batch;
 }
 

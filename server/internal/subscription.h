@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -30,6 +31,9 @@ struct SubscriptionOptions {
   // Decremented when the stream ends (the shard's count of open streams);
   // may be null.
   std::shared_ptr<std::atomic<int>> open_streams;
+  // A replicated shard: fills in the replica group's state, which a batch
+  // carries about once per heartbeat_interval. Null when not replicated.
+  std::function<void(v1::ReplicaGroupInfo*)> describe_replica_group;
 };
 
 // One follower's change stream (ParameterServer.Subscribe): a snapshot when
@@ -70,6 +74,8 @@ class Subscription final : public grpc::ServerWriteReactor<v1::ChangeBatch> {
   grpc::CallbackServerContext* const context_;
   const v1::SubscribeRequest request_;
   uint64_t incarnation_ = 0;
+  // When the next batch carries the replica group's state (producer only).
+  absl::Time next_group_info_ = absl::InfinitePast();
 
   absl::Mutex mu_;
   v1::ChangeBatch in_flight_ ABSL_GUARDED_BY(mu_);

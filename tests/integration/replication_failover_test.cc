@@ -27,6 +27,7 @@
 #include "gtest/gtest.h"
 #include "serving/serving_client.h"
 #include "tests/testing/etcd_process.h"
+#include "tests/testing/http_get.h"
 #include "tests/testing/replicas.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
@@ -38,7 +39,9 @@ namespace strata {
 namespace {
 
 using ::strata::testing::EtcdProcess;
+using ::strata::testing::HttpGet;
 using ::strata::testing::IsOk;
+using ::strata::testing::MetricsPort;
 using ::strata::testing::ReplicaPosition;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::ServerProcessOptions;
@@ -46,6 +49,7 @@ using ::strata::testing::TcpProxy;
 using ::strata::testing::WaitForPrimaryOf;
 using ::strata::testing::WaitForReplicasToConverge;
 using ::strata::testing::WaitUntil;
+using ::testing::HasSubstr;
 
 constexpr char kTable[] = "counters";
 constexpr uint64_t kCounterKey = 7;
@@ -124,7 +128,8 @@ TEST_F(ReplicationFailoverTest, KilledPrimariesLoseNoAcknowledgedPush) {
   // The serving PS follows the group's change stream across the failovers.
   ServerProcessOptions serving_options;
   serving_options.binary = "strata-serving";
-  serving_options.flags = {absl::StrCat("--shards=", GroupAddress())};
+  serving_options.flags = {absl::StrCat("--shards=", GroupAddress()),
+                           "--metrics_port=0"};
   ServerProcess serving(serving_options);
   ASSERT_THAT(serving.Start(), IsOk());
 
@@ -200,6 +205,49 @@ TEST_F(ReplicationFailoverTest, KilledPrimariesLoseNoAcknowledgedPush) {
       },
       absl::Seconds(60), absl::Milliseconds(100)))
       << "serving counter " << served[0];
+
+  // The serving PS shows the group as its primary describes it: the last
+  // primary, followers caught up, and the stream on that primary after at
+  // least two moves (two primaries were killed under it).
+  const int final_primary = WaitForPrimary();
+  ASSERT_GE(final_primary, 0);
+  const std::string final_id = absl::StrCat("r", final_primary);
+  v1::FollowedShard followed;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        absl::StatusOr<v1::ServingStatusResponse> status =
+            (*serving_client)->Status();
+        if (!status.ok() || status->shards_size() != 1) return false;
+        followed = status->shards(0);
+        const v1::ReplicaGroupInfo& group = followed.replica_group();
+        if (!group.primary() || group.replica_id() != final_id ||
+            group.followers_size() != kReplicas - 1) {
+          return false;
+        }
+        for (const v1::FollowerInfo& follower : group.followers()) {
+          if (follower.acknowledged_sequence() != group.position_sequence()) {
+            return false;
+          }
+        }
+        return followed.streaming_from() == replicas_[final_primary]->address();
+      },
+      absl::Seconds(30), absl::Milliseconds(100)))
+      << followed.DebugString();
+  EXPECT_GE(followed.replica_switches(), 2u);
+  absl::StatusOr<int> metrics_port = MetricsPort(serving);
+  ASSERT_THAT(metrics_port, IsOk());
+  absl::StatusOr<std::string> page = HttpGet(*metrics_port, "/status");
+  ASSERT_THAT(page, IsOk());
+  EXPECT_THAT(*page, HasSubstr(absl::StrCat("<td class=\"primary\">", final_id,
+                                            "</td>")));
+  absl::StatusOr<std::string> metrics = HttpGet(*metrics_port, "/metrics");
+  ASSERT_THAT(metrics, IsOk());
+  EXPECT_THAT(*metrics,
+              HasSubstr(absl::StrCat("strata_serving_shard_primary_term{shard="
+                                     "\"0\"} ",
+                                     followed.replica_group().term(), "\n")));
+  EXPECT_THAT(*metrics,
+              HasSubstr("strata_serving_shard_replica_lag{shard=\"0\""));
 
   // The rows, read from two primaries in turn (the last one is stopped so
   // that a follower's copy is read too).
