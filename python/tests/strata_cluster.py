@@ -14,6 +14,7 @@ import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 import grpc
 import pytest
@@ -101,6 +102,55 @@ class Daemon:
                 self.proc.wait(timeout)
 
 
+class Etcd:
+    """A one-member etcd (Debian's etcd-server) on free loopback ports."""
+
+    def __init__(self, workdir):
+        self.client_port, peer_port = free_port(), free_port()
+        self.endpoint = f"127.0.0.1:{self.client_port}"
+        self.log_path = workdir / "etcd.log"
+        client = f"http://{self.endpoint}"
+        peer = f"http://127.0.0.1:{peer_port}"
+        self.argv = [
+            shutil.which("etcd") or "etcd", "--name=test",
+            f"--data-dir={workdir / 'etcd'}", f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}", f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=test={peer}"]
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(self.argv, stdout=log,
+                                         stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout=STARTUP_TIMEOUT):
+        """Waits until etcd's /health says true; returns host:port."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail(f"etcd exited with {self.proc.returncode}:\n"
+                            f"{self.log_path.read_text(errors='replace')[-3000:]}")
+            try:
+                with urllib.request.urlopen(
+                        f"http://{self.endpoint}/health", timeout=2) as answer:
+                    if b'"true"' in answer.read():
+                        return self.endpoint
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"etcd not healthy at {self.endpoint} after "
+                            f"{timeout}s")
+            time.sleep(0.05)
+
+    def stop(self, timeout=10.0):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout)
+
+
 class Cluster:
     """Processes started by a fixture; stop() ends them and removes workdir."""
 
@@ -120,6 +170,12 @@ class Cluster:
             binary("strata-server"), "--port=0", "--host=127.0.0.1",
             f"--data_dir={self.workdir / name}", "--log_level=warning",
             *flags])
+
+    def start_etcd(self):
+        """An etcd for replicated shards; returns its host:port once healthy."""
+        etcd = Etcd(self.workdir)
+        self.daemons.append(etcd)
+        return etcd.wait_ready()
 
     def stop(self):
         for daemon in reversed(self.daemons):

@@ -346,7 +346,10 @@ FIT_THROUGH_A_RESTART = """
     begin = time.monotonic()
     history = model.fit(ids, labels, epochs=3, batch_size=32, verbose=0,
                         callbacks=[Announce()])
-    report(losses=history.history["loss"], seconds=time.monotonic() - begin)
+    seconds = time.monotonic() - begin
+    rows = stf.lookup(np.arange(50, dtype=np.int64), TABLE, 4, SHARDS)
+    report(losses=history.history["loss"], seconds=seconds,
+           rows=rows.numpy().tolist())
 """
 
 
@@ -399,6 +402,66 @@ def test_fit_rides_through_a_shard_restart(tmp_path, how):
         # One WARNING for the outage (per client, not per retried call).
         waits = text.count("waiting for a shard")
         assert 1 <= waits <= 2, text[-6000:]
+    finally:
+        cluster.stop()
+
+
+def primary_of(group, exclude=None, timeout=60):
+    """Index of the replica `stratactl status` names as the group's primary
+    (waited for; not `exclude`)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = subprocess.run(
+            [binary("stratactl"), f"--shards={group}", "--json", "status"],
+            capture_output=True, text=True, timeout=30, check=False)
+        try:
+            replication = json.loads(answer.stdout)["shards"][0]["replication"]
+            if replication["answered_by_primary"]:
+                primary = int(replication["primary"].lstrip("r"))
+                if primary != exclude:
+                    return primary
+        except (ValueError, KeyError, IndexError):
+            pass
+        assert time.monotonic() < deadline, (
+            f"no primary of {group} after {timeout}s: {answer.stdout} "
+            f"{answer.stderr}")
+        time.sleep(0.1)
+
+
+def test_fit_rides_through_a_primary_failover(tmp_path):
+    """A shard of three replicas (replicated mode, a real etcd): its primary
+    killed with kill -9 during model.fit costs the job nothing. The op finds
+    the new primary through the replicas' redirects and retries; every
+    epoch's loss is there and the model still learns."""
+    cluster = Cluster("strata-py-tf-failover-")
+    try:
+        etcd = cluster.start_etcd()
+        replicas = [cluster.start_shard(
+            f"r{r}", f"--etcd_endpoints={etcd}", f"--replica_id=r{r}",
+            "--replicas=3", "--replication=replicated", "--durability=group",
+            "--lease_ttl_ms=1000", "--cluster_name=tf-failover")
+            for r in range(3)]
+        group = "|".join(replica.wait_ready() for replica in replicas)
+        first = primary_of(group)
+        table = "fresh_failover"
+        trainer, log_path = start_case(FIT_THROUGH_A_RESTART, group, table,
+                                       tmp_path)
+        try:
+            wait_for_file(tmp_path / f"{table}.started", trainer)
+            replicas[first].proc.kill()
+            replicas[first].proc.wait(30)
+            second = primary_of(group, exclude=first)
+        finally:
+            result, text = finish_case(trainer, log_path)
+        assert second != first
+        # The job went through the failover (its calls waited for it).
+        assert "waiting for a shard" in text, text[-6000:]
+        assert len(result["losses"]) == 3
+        assert result["losses"][-1] < result["losses"][0], result
+        # The new primary holds the rows the job read at its end.
+        np.testing.assert_array_equal(
+            pull(group, table, list(range(50)), 4), np.asarray(result["rows"],
+                                                             np.float32))
     finally:
         cluster.stop()
 
