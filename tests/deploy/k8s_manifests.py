@@ -8,8 +8,10 @@ import os
 import pathlib
 import re
 import shlex
+import shutil
 import socket
 import subprocess
+import time
 
 import yaml
 
@@ -17,6 +19,14 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 K8S_DIR = REPO / "deploy" / "k8s"
 DOCKERFILE = REPO / "deploy" / "docker" / "Dockerfile"
 WORKLOAD_KINDS = ("StatefulSet", "Deployment", "Job")
+# The Strata daemons the manifests run; every other container (etcd's) has
+# checks of its own.
+STRATA_BINARIES = ("strata-server", "strata-serving", "strata-worker")
+# The env variable that tells a shard StatefulSet's pods their shard index,
+# and the pod label that carries it.
+SHARD_INDEX_ENV = "STRATA_SHARD_INDEX"
+SHARD_INDEX_LABEL = "strata.io/shard-index"
+ETCD = "strata-etcd"
 
 
 def bin_dir():
@@ -62,9 +72,17 @@ def containers(workload):
     return pod_template(workload)["spec"]["containers"]
 
 
-def all_containers():
-    """(workload, container) for every container of every workload."""
+def every_container():
+    """(workload, container) for every container of every workload, etcd's
+    included: what the image, user, resources and volume checks cover."""
     return [(w, c) for w in workloads() for c in containers(w)]
+
+
+def all_containers():
+    """(workload, container) for every Strata daemon container (strata-server,
+    strata-serving, strata-worker): the ones that read the cluster file."""
+    return [(w, c) for w, c in every_container()
+            if os.path.basename(command_line(c)[0]) in STRATA_BINARIES]
 
 
 def selects(selector, labels):
@@ -98,7 +116,7 @@ def flags(container):
     _, tokens = command_line(container)
     parsed = {}
     for token in tokens:
-        match = re.fullmatch(r"--([a-z0-9_]+)=(.*)", token, re.S)
+        match = re.fullmatch(r"--([a-z0-9_-]+)=(.*)", token, re.S)
         assert match, f"{container['name']}: '{token}' is not --flag=value"
         parsed[match.group(1)] = match.group(2)
     return parsed
@@ -141,13 +159,17 @@ CLUSTER_CONFIG_MAP = "strata-cluster"
 CLUSTER_KEY = "cluster.yaml"
 
 # Which group of the cluster file each binary reads, and the flag that gives
-# its member index (common/cluster_file.h, ClusterRole).
+# its member index (common/cluster_file.h, ClusterRole); a shard also names
+# its replica.
 ROLES = {"strata-server": "shards", "strata-serving": "serving",
          "strata-worker": "workers"}
 INDEX_FLAGS = {"shards": "shard_index", "workers": "rank"}
-# Flags a daemon derives from the file's addresses and counts; a `flags`
-# entry of the same name would silently override them.
-DERIVED_FLAGS = {"shards": ("num_shards", "port"), "serving": ("shards", "port"),
+REPLICA_FLAG = "replica_index"
+# Flags a daemon derives from the file's addresses, counts and etcd section;
+# a `flags` entry of the same name would silently override them.
+DERIVED_FLAGS = {"shards": ("num_shards", "port", "etcd_endpoints", "replicas",
+                            "replica_id", "advertise_address"),
+                 "serving": ("shards", "port"),
                  "workers": ("shards", "num_workers")}
 
 
@@ -179,25 +201,44 @@ def member_count(group, cluster=None):
     return len(cluster[group]["addresses"])
 
 
+def shard_replicas(cluster=None):
+    """[[replica address, ...] per shard index] of the cluster file: an entry
+    that is one address is a shard of one replica."""
+    cluster = cluster or cluster_file(raw=True)
+    return [entry if isinstance(entry, list) else [entry]
+            for entry in cluster["shards"]["addresses"]]
+
+
 def _flag_text(value):
     if isinstance(value, list):
         return ",".join(value)
     return "" if value is None else value
 
 
-def file_flags(group, index, cluster=None):
-    """[(name, value)] member `index` of `group` gets from the cluster file.
+def file_flags(group, index, replica=0, cluster=None):
+    """[(name, value)] member `index` (replica `replica` of a shard) of
+    `group` gets from the cluster file.
 
-    Mirrors ClusterFlagsFor (common/cluster_file.cc): the derived flags, then
-    the group's flags, then member_flags[index], with "{index}" replaced.
-    test_entrypoints.py checks this against what the binaries log.
+    Mirrors ClusterFlagsFor (common/cluster_file.cc): the derived flags (for
+    a shard with an etcd section, its replica group's too), then the group's
+    flags, then member_flags[index], with "{index}" and "{replica}" replaced.
+    Clients get a shard as its replicas joined by '|'. test_entrypoints.py
+    checks this against what the binaries log.
     """
     cluster = cluster or cluster_file(raw=True)
-    shards = ",".join(cluster["shards"]["addresses"])
+    replicas = shard_replicas(cluster)
+    shards = ",".join("|".join(members) for members in replicas)
     section = cluster[group]
     if group == "shards":
-        out = [("num_shards", str(len(section["addresses"]))),
-               ("port", section["addresses"][index].rpartition(":")[2])]
+        address = replicas[index][replica]
+        out = [("num_shards", str(len(replicas))),
+               ("port", address.rpartition(":")[2])]
+        endpoints = (cluster.get("etcd") or {}).get("endpoints")
+        if endpoints:
+            out += [("etcd_endpoints", ",".join(endpoints)),
+                    ("replicas", str(len(replicas[index]))),
+                    ("replica_id", f"r{replica}"),
+                    ("advertise_address", address)]
     elif group == "serving":
         out = [("shards", shards),
                ("port", section["addresses"][index].rpartition(":")[2])]
@@ -207,26 +248,91 @@ def file_flags(group, index, cluster=None):
     for flags in [section.get("flags") or {}] + (
             [members[index] or {}] if index < len(members) else []):
         for name, value in flags.items():
-            out.append((name, _flag_text(value).replace("{index}", str(index))))
+            out.append((name, _flag_text(value)
+                        .replace("{index}", str(index))
+                        .replace("{replica}", str(replica))))
     return out
 
 
-def effective_flags(container, index=0):
-    """{flag: value} a container's daemon runs with as member `index`: the
-    cluster file's flags (when it passes --cluster_file), overridden by its
-    command line (absl keeps the last value). Variables stay as written."""
+def effective_flags(container, index=0, replica=0):
+    """{flag: value} a container's daemon runs with as member `index`
+    (replica `replica` of a shard): the cluster file's flags (when it passes
+    --cluster_file), overridden by its command line (absl keeps the last
+    value). Variables stay as written."""
     command = flags(container)
     merged = {}
     if "cluster_file" in command:
-        merged.update(file_flags(role(container), index))
+        merged.update(file_flags(role(container), index, replica))
     merged.update(command)
     return merged
 
 
-def member_indices(container):
-    """Every member index a container's pods take (serving: just 0)."""
+def shard_statefulsets():
+    """The StatefulSets of strata-server pods, in shard-index order."""
+    found = [w for w, c in all_containers()
+             if w["kind"] == "StatefulSet" and role(c) == "shards"]
+    return sorted(found, key=shard_index)
+
+
+def shard_index(workload):
+    """The shard index a shard StatefulSet's pods are (its container's
+    STRATA_SHARD_INDEX)."""
+    (container,) = containers(workload)
+    return int(env(container)[SHARD_INDEX_ENV])
+
+
+def pod_names(statefulset):
+    """The pods of a StatefulSet, by ordinal: <name>-<ordinal>."""
+    return [f"{statefulset['metadata']['name']}-{ordinal}"
+            for ordinal in range(statefulset["spec"]["replicas"])]
+
+
+def pod_host(statefulset, pod):
+    """The DNS name of a StatefulSet's pod through its headless Service."""
+    return (f"{pod}.{statefulset['spec']['serviceName']}."
+            f"{statefulset['metadata']['namespace']}.svc.cluster.local")
+
+
+def pod_dns_names(statefulset, port):
+    """host:port of each pod of a StatefulSet, by ordinal."""
+    return [f"{pod_host(statefulset, pod)}:{port}"
+            for pod in pod_names(statefulset)]
+
+
+def members(workload, container):
+    """(index, replica) of every member a container's pods are: a shard
+    StatefulSet's pods are the replicas of its shard index by ordinal, the
+    workers' pods ranks 0..count-1 (replica 0), serving is (0, 0)."""
     group = role(container)
-    return range(member_count(group)) if group in INDEX_FLAGS else range(1)
+    if group == "shards":
+        return [(shard_index(workload), replica)
+                for replica in range(workload["spec"]["replicas"])]
+    if group in INDEX_FLAGS:
+        return [(index, 0) for index in range(member_count(group))]
+    return [(0, 0)]
+
+
+def member_flags(workload, container):
+    """(where, effective flags) of every member a container's pods are;
+    `where` names the pod and container."""
+    return [(f"{pod_name(workload, index, replica)}/{container['name']}",
+             effective_flags(container, index, replica))
+            for index, replica in members(workload, container)]
+
+
+def grpc_port(statefulset):
+    """The containerPort named grpc of a StatefulSet's one container."""
+    (container,) = containers(statefulset)
+    return named_port(container, "grpc")
+
+
+def pod_name(workload, index, replica):
+    """The name of the pod that is member (index, replica) of a workload."""
+    if workload["kind"] == "StatefulSet":
+        return f"{workload['metadata']['name']}-{replica}"
+    if workload["kind"] == "Job":
+        return f"{workload['metadata']['name']}-{index}"
+    return workload["metadata"]["name"]
 
 
 def variables(value):
@@ -237,6 +343,31 @@ def variables(value):
 
 _HELP_FLAG = re.compile(r"^\s+--([a-z0-9_]+) \(", re.M)
 _help_cache = {}
+
+
+def etcd_binary():
+    """The local etcd (Debian's etcd-server, as in the image), or None."""
+    found = shutil.which("etcd")
+    if found is None and os.path.isfile("/usr/bin/etcd"):
+        found = "/usr/bin/etcd"
+    return found
+
+
+_ETCD_HELP_FLAG = re.compile(r"^\s+--([a-z0-9-]+)", re.M)
+
+
+def etcd_help_flags():
+    """Flags listed by the local `etcd --help`, or None without etcd."""
+    if "etcd" not in _help_cache:
+        binary = etcd_binary()
+        if binary is None:
+            _help_cache["etcd"] = None
+        else:
+            result = subprocess.run([binary, "--help"], capture_output=True,
+                                    text=True, timeout=30, check=False)
+            _help_cache["etcd"] = set(
+                _ETCD_HELP_FLAG.findall(result.stdout + result.stderr))
+    return _help_cache["etcd"]
 
 
 def help_flags(binary):
@@ -252,6 +383,18 @@ def help_flags(binary):
                                     text=True, timeout=30, check=False)
             _help_cache[name] = set(_HELP_FLAG.findall(result.stdout + result.stderr))
     return _help_cache[name]
+
+
+def wait_until(predicate, timeout_s, what):
+    """Polls `predicate` until it returns a true value, which it returns;
+    fails the test naming `what` after `timeout_s` seconds."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
+        time.sleep(0.05)
 
 
 def free_ports(count, host="127.0.0.1"):

@@ -6,7 +6,9 @@
 #
 # Usage: tests/deploy/run_tests.sh [BUILD_DIR [PYTEST_ARGS...]]
 #        (BUILD_DIR default: build, from the repo root)
-# Needs BUILD_DIR/bin/{strata-server,strata-serving,stratactl,strata-lookup}.
+# Needs BUILD_DIR/bin/{strata-server,strata-serving,stratactl,strata-lookup},
+# and etcd on PATH (Debian: etcd-server) for the checks that run it (the
+# shard replica's entrypoint, etcd's flags), which skip without it.
 # Uses the virtualenv BUILD_DIR/python-venv (python/run_tests.sh makes the
 # same one), creating it if missing. Exits non-zero on any failure, including
 # a run that collects no tests (pytest exit 5).

@@ -3,7 +3,8 @@
 No Docker engine runs where the tests do, so the image is not built here.
 Instead: the stages, what crosses from build to runtime, the user, the ports,
 no secrets, and the runtime package list re-derived from the built binaries
-(`ldd` + `dpkg -S`), the same way it was written.
+(`ldd` + `dpkg -S`), the same way it was written, plus the packages of the
+other programs the manifests run (etcd).
 """
 
 import os
@@ -20,6 +21,9 @@ BINARIES = ("strata-server", "strata-serving", "strata-worker", "stratactl",
             "strata-lookup")
 # In every Debian image (essential or required by apt itself).
 BASE_PACKAGES = {"libc6", "libgcc-s1"}
+# Installed for a program of their own, not for a library the binaries
+# link: the program's path in the image and the package that holds it.
+PROGRAM_PACKAGES = {"/usr/bin/etcd": "etcd-server"}
 
 
 def instructions():
@@ -126,7 +130,7 @@ def test_runs_as_a_numeric_non_root_user_that_the_pods_name():
 def test_exposes_the_ports_the_manifests_use():
     exposed = {int(p) for k, a in stages()[1][1] if k == "EXPOSE"
                for p in a.split()}
-    used = {p["containerPort"] for _, c in m.all_containers()
+    used = {p["containerPort"] for _, c in m.every_container()
             for p in c.get("ports", [])}
     assert exposed == used
 
@@ -135,7 +139,33 @@ def test_manifests_use_the_tag_the_dockerfile_documents():
     documented = re.search(r"docker build -f deploy/docker/Dockerfile -t (\S+) \.",
                            m.DOCKERFILE.read_text(encoding="utf-8"))
     assert documented, "the Dockerfile's header shows no build command"
-    assert {c["image"] for _, c in m.all_containers()} == {documented.group(1)}
+    assert {c["image"] for _, c in m.every_container()} == {documented.group(1)}
+
+
+def test_every_program_the_manifests_run_is_in_the_image():
+    copied = {f"/usr/local/bin/{b}" for b in BINARIES}
+    installed = apt_installed(stages()[1])
+    for workload, container in m.every_container():
+        binary, _ = m.command_line(container)
+        where = f"{workload['metadata']['name']}/{container['name']}"
+        if binary in copied:
+            continue
+        assert binary in PROGRAM_PACKAGES, f"{where}: {binary} is not in the image"
+        assert PROGRAM_PACKAGES[binary] in installed, (
+            f"{where}: the runtime stage lacks {PROGRAM_PACKAGES[binary]}, "
+            f"which holds {binary}")
+
+
+def test_program_packages_hold_the_programs():
+    if shutil.which("dpkg") is None:
+        pytest.skip("needs dpkg (a Debian machine)")
+    for path, package in PROGRAM_PACKAGES.items():
+        owner = subprocess.run(["dpkg", "-S", path], capture_output=True,
+                               text=True, check=False)
+        if owner.returncode != 0:
+            pytest.skip(f"{package} is not installed here, so dpkg cannot "
+                        f"tell who holds {path}")
+        assert owner.stdout.split(":")[0] == package, owner.stdout
 
 
 def test_no_secrets_or_downloads_in_the_image():
@@ -194,7 +224,7 @@ def linked_packages():
 
 
 def test_runtime_packages_are_exactly_what_the_binaries_link():
-    installed = apt_installed(stages()[1])
+    installed = apt_installed(stages()[1]) - set(PROGRAM_PACKAGES.values())
     needed = linked_packages() - BASE_PACKAGES
     assert not needed - installed, f"runtime stage lacks {sorted(needed - installed)}"
     assert not installed - needed, (

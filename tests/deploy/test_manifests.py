@@ -6,11 +6,13 @@ loops). These tests catch such drift without a cluster.
 
 The daemons take their settings from the cluster file in the ConfigMap
 strata-cluster (--cluster_file); "effective flags" below are what a pod runs
-with: the file's flags for its role and index (k8s_manifests.file_flags, which
-test_entrypoints.py checks against the binaries), then its command line.
+with: the file's flags for its role, index and replica
+(k8s_manifests.file_flags, which test_entrypoints.py checks against the
+binaries), then its command line. Each shard index is a replica group, one
+StatefulSet strata-ps-<index> whose pods are its replicas; the groups
+(test_replica_groups.py) and etcd, which coordinates them
+(test_etcd_manifests.py), have checks of their own.
 """
-
-import re
 
 import pytest
 
@@ -21,7 +23,7 @@ PS, SERVING, WORKER = "strata-ps", "strata-serving", "strata-worker"
 
 
 def daemon_containers():
-    """Containers of the daemons that listen (not the workers' Job)."""
+    """Containers of the Strata daemons that listen (not the workers' Job)."""
     return [(w, c) for w, c in m.all_containers() if w["kind"] != "Job"]
 
 
@@ -35,10 +37,14 @@ def test_every_manifest_parses_into_named_objects():
         if document["kind"] != "Namespace":
             assert document["metadata"].get("namespace") == NAMESPACE, where
     kinds = {(o["kind"], o["metadata"]["name"]) for _, o in documents}
+    shard_groups = {f"{PS}-{i}" for i in range(m.member_count("shards"))}
     assert kinds >= {
         ("Namespace", NAMESPACE), ("ConfigMap", "strata-cluster"),
-        ("Service", PS), ("StatefulSet", PS), ("PodDisruptionBudget", PS),
-        ("Service", SERVING), ("Deployment", SERVING), ("Job", WORKER)}
+        ("Service", m.ETCD), ("StatefulSet", m.ETCD),
+        ("PodDisruptionBudget", m.ETCD), ("Service", PS),
+        ("Service", SERVING), ("Deployment", SERVING), ("Job", WORKER)} | {
+            (kind, name) for name in shard_groups
+            for kind in ("StatefulSet", "PodDisruptionBudget")}
 
 
 def test_every_service_selects_the_pods_of_a_workload():
@@ -56,16 +62,30 @@ def test_every_workload_selector_matches_its_own_pod_template():
         assert m.selects(workload["spec"]["selector"]["matchLabels"], labels)
 
 
-def test_statefulset_service_is_headless_and_selects_it():
-    statefulset = m.one("StatefulSet", PS)
-    service = m.one("Service", statefulset["spec"]["serviceName"])
-    assert service["spec"].get("clusterIP") == "None"
-    assert statefulset in m.workloads_selected_by(service["spec"]["selector"])
-    assert statefulset["spec"]["podManagementPolicy"] == "Parallel"
+def test_no_workload_selector_matches_another_workloads_pods():
+    # Two StatefulSets whose selectors overlap would fight over the pods
+    # (the shard indexes' StatefulSets differ only in their index label).
+    for workload in m.workloads():
+        if workload["kind"] == "Job":
+            continue
+        selected = m.workloads_selected_by(workload["spec"]["selector"]["matchLabels"])
+        assert selected == [workload], (
+            f"{workload['metadata']['name']} selects the pods of "
+            f"{[w['metadata']['name'] for w in selected if w is not workload]}")
+
+
+def test_every_statefulset_service_is_headless_and_selects_it():
+    statefulsets = m.objects("StatefulSet")
+    assert len(statefulsets) == m.member_count("shards") + 1  # and etcd's
+    for statefulset in statefulsets:
+        service = m.one("Service", statefulset["spec"]["serviceName"])
+        assert service["spec"].get("clusterIP") == "None"
+        assert statefulset in m.workloads_selected_by(service["spec"]["selector"])
+        assert statefulset["spec"]["podManagementPolicy"] == "Parallel"
 
 
 def test_every_volume_mount_has_a_volume_or_claim_template():
-    for workload, container in m.all_containers():
+    for workload, container in m.every_container():
         spec = m.pod_template(workload)["spec"]
         volumes = {v["name"] for v in spec.get("volumes", [])}
         claims = {t["metadata"]["name"]
@@ -80,25 +100,25 @@ def test_every_volume_mount_has_a_volume_or_claim_template():
 
 
 def test_claim_templates_are_mounted_at_the_data_dir():
-    statefulset = m.one("StatefulSet", PS)
-    (container,) = m.containers(statefulset)
-    mounts = {v["name"]: v["mountPath"] for v in container["volumeMounts"]}
-    templates = statefulset["spec"]["volumeClaimTemplates"]
-    assert len(templates) == 1
-    claim = templates[0]["metadata"]["name"]
-    assert claim in mounts, "the shard's volume claim is not mounted"
-    for index in m.member_indices(container):
-        assert m.effective_flags(container, index)["data_dir"] == mounts[claim]
-    assert templates[0]["spec"]["resources"]["requests"]["storage"]
+    for statefulset in m.shard_statefulsets():
+        (container,) = m.containers(statefulset)
+        mounts = {v["name"]: v["mountPath"] for v in container["volumeMounts"]}
+        templates = statefulset["spec"]["volumeClaimTemplates"]
+        assert len(templates) == 1
+        claim = templates[0]["metadata"]["name"]
+        assert claim in mounts, "the replica's volume claim is not mounted"
+        for where, flags in m.member_flags(statefulset, container):
+            assert flags["data_dir"] == mounts[claim], where
+        assert templates[0]["spec"]["resources"]["requests"]["storage"]
 
 
 def test_every_data_dir_is_a_mounted_volume():
-    for _, container in daemon_containers():
+    for workload, container in daemon_containers():
         mount_paths = {v["mountPath"] for v in container.get("volumeMounts", [])}
-        for index in m.member_indices(container):
-            assert m.effective_flags(container, index)["data_dir"] in mount_paths, (
-                f"{container['name']} {index}: --data_dir is not a volume; its "
-                "store would live in the container's writable layer")
+        for where, flags in m.member_flags(workload, container):
+            assert flags["data_dir"] in mount_paths, (
+                f"{where}: --data_dir is not a volume; its store would live "
+                "in the container's writable layer")
 
 
 def under(path, directory):
@@ -116,19 +136,16 @@ def test_worker_files_are_on_the_training_volume():
     assert training, "the worker mounts no persistent volume"
     for claim in claims.values():
         m.one("PersistentVolumeClaim", claim)
-    for index in m.member_indices(container):
-        flags = m.effective_flags(container, index)
+    for where, flags in m.member_flags(job, container):
         for name in ("train_files", "eval_files", "checkpoint_dir"):
             for path in flags[name].split(","):
                 assert any(under(path, mount) for mount in training), (
-                    f"rank {index} --{name}={path} is not on {training}")
+                    f"{where} --{name}={path} is not on {training}")
 
 
 def test_flag_ports_and_container_ports_agree():
-    for _, container in m.all_containers():
-        for index in m.member_indices(container):
-            flags = m.effective_flags(container, index)
-            where = f"{container['name']} {index}"
+    for workload, container in m.all_containers():
+        for where, flags in m.member_flags(workload, container):
             assert int(flags["metrics_port"]) == m.named_port(container, "metrics"), where
             if m.role(container) == "workers":
                 continue  # workers listen for peers on a port Gloo picks
@@ -168,31 +185,31 @@ def test_prometheus_annotations_point_at_the_metrics_port():
         annotations = m.pod_template(workload)["metadata"]["annotations"]
         assert annotations["prometheus.io/scrape"] == "true"
         assert annotations["prometheus.io/path"] == "/metrics"
-        for index in m.member_indices(container):
+        for where, flags in m.member_flags(workload, container):
             assert int(annotations["prometheus.io/port"]) == int(
-                m.effective_flags(container, index)["metrics_port"]), (
-                f"{container['name']} {index}")
-
-
-def shard_addresses(statefulset, service, port):
-    return [
-        f"{statefulset['metadata']['name']}-{i}.{service['metadata']['name']}."
-        f"{statefulset['metadata']['namespace']}.svc.cluster.local:{port}"
-        for i in range(statefulset["spec"]["replicas"])]
+                flags["metrics_port"]), where
 
 
 def test_cluster_file_names_the_shards_and_serving_by_their_dns_names():
     cluster = m.cluster_file()
-    statefulset = m.one("StatefulSet", PS)
-    service = m.one("Service", statefulset["spec"]["serviceName"])
-    (ps_container,) = m.containers(statefulset)
-    # One pod template: every shard listens on the same container port, and
-    # the headless Service publishes it under the same number.
-    ps_port = m.named_port(ps_container, "grpc")
+    statefulsets = m.shard_statefulsets()
+    # One StatefulSet per shard index, strata-ps-<index>, for 0..n-1.
+    assert [m.shard_index(s) for s in statefulsets] == list(
+        range(len(cluster["shards"]["addresses"])))
+    service = m.one("Service", PS)
     ps_grpc = next(p for p in service["spec"]["ports"] if p["name"] == "grpc")
-    assert ps_grpc["port"] == ps_port
-    assert cluster["shards"]["addresses"] == shard_addresses(
-        statefulset, service, ps_port)
+    for statefulset in statefulsets:
+        index = m.shard_index(statefulset)
+        assert statefulset["metadata"]["name"] == f"{PS}-{index}"
+        assert statefulset["spec"]["serviceName"] == PS
+        # The shared headless Service publishes every replica's port under
+        # the same number.
+        port = m.grpc_port(statefulset)
+        assert ps_grpc["port"] == port
+        # Entry i lists the replicas of shard i: the StatefulSet's pods, by
+        # ordinal.
+        assert cluster["shards"]["addresses"][index] == m.pod_dns_names(
+            statefulset, port)
 
     serving_service = m.one("Service", SERVING)
     grpc = next(p for p in serving_service["spec"]["ports"] if p["name"] == "grpc")
@@ -206,9 +223,8 @@ def test_cluster_file_worker_count_is_the_job_size():
     assert cluster["workers"]["count"] == job["spec"]["completions"]
     assert job["spec"]["parallelism"] == job["spec"]["completions"]
     (container,) = m.containers(job)
-    for index in m.member_indices(container):
-        assert m.effective_flags(container, index)["num_workers"] == str(
-            job["spec"]["completions"])
+    for where, flags in m.member_flags(job, container):
+        assert flags["num_workers"] == str(job["spec"]["completions"]), where
 
 
 def test_every_container_reads_the_mounted_cluster_file():
@@ -242,17 +258,19 @@ def test_cluster_file_leaves_derived_flags_to_the_addresses_and_counts():
         for where, flags in [(f"{group}.flags", section.get("flags") or {})] + [
                 (f"{group}.member_flags[{i}]", f or {})
                 for i, f in enumerate(section.get("member_flags") or [])]:
-            overridden = set(flags) & (set(derived) | set(m.INDEX_FLAGS.values()))
+            overridden = set(flags) & (set(derived) | set(m.INDEX_FLAGS.values())
+                                       | {m.REPLICA_FLAG})
             assert not overridden, (
                 f"{where} sets {sorted(overridden)}, which the daemons derive "
-                "from the addresses, the count and the pod")
+                "from the addresses, the count, the etcd section and the pod")
 
 
 def test_containers_pass_only_what_differs_per_pod():
-    for _, container in m.all_containers():
+    for workload, container in m.all_containers():
         command = m.flags(container)
-        from_file = {name for index in m.member_indices(container)
-                     for name, _ in m.file_flags(m.role(container), index)}
+        from_file = {name for index, replica in m.members(workload, container)
+                     for name, _ in m.file_flags(m.role(container), index,
+                                                 replica)}
         overridden = set(command) & from_file
         assert not overridden, (
             f"{container['name']} overrides the cluster file's "
@@ -266,7 +284,7 @@ def test_containers_pass_only_what_differs_per_pod():
 
 
 def test_every_variable_in_the_args_is_defined_and_every_env_is_used():
-    for _, container in m.all_containers():
+    for _, container in m.every_container():
         argv = " ".join(container.get("command", []) + container.get("args", []))
         kubernetes_refs, shell_refs = m.variables(argv)
         defined = set(m.env(container))
@@ -279,31 +297,16 @@ def test_every_variable_in_the_args_is_defined_and_every_env_is_used():
         assert not unused, f"{container['name']}: env {sorted(unused)} is unused"
 
 
-def test_shard_index_comes_from_the_pod_ordinal():
-    statefulset = m.one("StatefulSet", PS)
-    (container,) = m.containers(statefulset)
-    # Pod names are <statefulset>-<ordinal>; the shell takes the part after
-    # the last '-' of $HOSTNAME.
-    assert m.flags(container)["shard_index"] == "${HOSTNAME##*-}"
-    # --num_shards is the number of shard addresses: one per pod.
-    assert m.member_count("shards") == statefulset["spec"]["replicas"]
-    for index in m.member_indices(container):
-        assert m.effective_flags(container, index)["num_shards"] == str(
-            statefulset["spec"]["replicas"])
-
-
 def test_serving_and_workers_follow_every_shard_in_index_order():
-    cluster = m.cluster_file()
-    expected = ",".join(cluster["shards"]["addresses"])
-    statefulset = m.one("StatefulSet", PS)
-    service = m.one("Service", statefulset["spec"]["serviceName"])
-    (ps_container,) = m.containers(statefulset)
-    assert expected == ",".join(shard_addresses(
-        statefulset, service, m.named_port(ps_container, "grpc")))
+    # Each shard is its replicas joined by '|', the shards joined by ','.
+    expected = ",".join(
+        "|".join(m.pod_dns_names(statefulset, m.grpc_port(statefulset)))
+        for statefulset in m.shard_statefulsets())
     for kind, name in (("Deployment", SERVING), ("Job", WORKER)):
-        (container,) = m.containers(m.one(kind, name))
-        for index in m.member_indices(container):
-            assert m.effective_flags(container, index)["shards"] == expected, name
+        workload = m.one(kind, name)
+        (container,) = m.containers(workload)
+        for where, flags in m.member_flags(workload, container):
+            assert flags["shards"] == expected, where
 
 
 def test_workers_are_an_indexed_job_ranked_by_completion_index():
@@ -324,15 +327,9 @@ def test_workers_are_an_indexed_job_ranked_by_completion_index():
     assert field_paths["POD_IP"] == "status.podIP"
 
 
-def test_pdb_covers_exactly_the_shard_pods():
-    pdb = m.one("PodDisruptionBudget", PS)
-    selected = m.workloads_selected_by(pdb["spec"]["selector"]["matchLabels"])
-    assert selected == [m.one("StatefulSet", PS)]
-    assert pdb["spec"]["maxUnavailable"] == 1
-
-
 def test_every_container_runs_the_same_image_tag():
-    images = {c["image"] for _, c in m.all_containers()}
+    # etcd's too: the image carries it.
+    images = {c["image"] for _, c in m.every_container()}
     assert len(images) == 1, f"images differ: {sorted(images)}"
     (image,) = images
     repository, _, tag = image.rpartition(":")
@@ -340,7 +337,7 @@ def test_every_container_runs_the_same_image_tag():
 
 
 def test_every_container_requests_resources_and_limits_memory():
-    for _, container in m.all_containers():
+    for _, container in m.every_container():
         resources = container["resources"]
         assert {"cpu", "memory"} <= set(resources["requests"]), container["name"]
         assert "memory" in resources["limits"], container["name"]
@@ -362,8 +359,8 @@ def test_daemons_get_time_to_drain_on_sigterm():
 
 @pytest.mark.parametrize(
     "workload,container",
-    m.all_containers(),
-    ids=lambda value: value["name"] if "name" in value else value["metadata"]["name"])
+    [pytest.param(w, c, id=f"{w['metadata']['name']}/{c['name']}")
+     for w, c in m.all_containers()])
 def test_every_flag_exists_in_the_binary_help(workload, container):
     binary, _ = m.command_line(container)
     known = m.help_flags(binary)
@@ -374,7 +371,7 @@ def test_every_flag_exists_in_the_binary_help(workload, container):
         f"{binary} is not in {m.bin_dir()}: build first (deploy/build.sh) or "
         "set STRATA_BIN_DIR")
     assert known, f"{binary} --help listed no flags"
-    given = {name for index in m.member_indices(container)
-             for name in m.effective_flags(container, index)}
+    given = {name for _, flags in m.member_flags(workload, container)
+             for name in flags}
     unknown = given - known
     assert not unknown, f"{binary} has no flags {sorted(unknown)}"
