@@ -102,15 +102,37 @@ struct StorageStats {
 };
 
 // The values (no optimizer state) of some tables at one sequence of the
-// change log: what a new follower starts from.
-struct ValueSnapshot {
-  uint64_t incarnation = 0;
-  uint64_t sequence = 0;
-  std::vector<EmbeddingTableConfig> tables;
-  // Rows in chunks of at most kSnapshotChunkRows rows.
-  std::vector<ChangedRows> chunks;
+// change log, read a chunk at a time: what a new follower starts from. It
+// holds one chunk, not a copy of the tables, however large they are and
+// however slowly it is read.
+class ValueSnapshotReader {
+ public:
+  ValueSnapshotReader(uint64_t incarnation, uint64_t sequence,
+                      std::vector<EmbeddingTableConfig> tables)
+      : incarnation_(incarnation),
+        sequence_(sequence),
+        tables_(std::move(tables)) {}
+  virtual ~ValueSnapshotReader() = default;
+  ValueSnapshotReader(const ValueSnapshotReader&) = delete;
+  ValueSnapshotReader& operator=(const ValueSnapshotReader&) = delete;
+
+  uint64_t incarnation() const { return incarnation_; }
+  uint64_t sequence() const { return sequence_; }
+  const std::vector<EmbeddingTableConfig>& tables() const { return tables_; }
+
+  // Replaces `chunk` with the next rows of one table (at most
+  // kSnapshotChunkRows rows and kSnapshotChunkBytes of values, at least one
+  // row); false once every row was read. ABORTED when the store was
+  // restored or reopened meanwhile: the snapshot is gone, start over.
+  virtual absl::StatusOr<bool> Next(ChangedRows& chunk) = 0;
+
+ private:
+  const uint64_t incarnation_;
+  const uint64_t sequence_;
+  const std::vector<EmbeddingTableConfig> tables_;
 };
 inline constexpr size_t kSnapshotChunkRows = 4096;
+inline constexpr size_t kSnapshotChunkBytes = size_t{4} << 20;
 
 struct TableStats {
   EmbeddingTableConfig config;
@@ -279,10 +301,12 @@ class EmbeddingStore {
   // every acknowledged push and table creation, with the new row values.
   virtual const ChangeLog& change_log() const = 0;
   // The values of `tables` (every table when empty) consistent with one
-  // sequence of change_log(). Pushes wait while the values are copied.
-  // NOT_FOUND for an unknown table.
-  virtual absl::StatusOr<ValueSnapshot> SnapshotValues(
-      absl::Span<const std::string> tables) = 0;
+  // sequence of change_log(), to be read after the call returns. Pushes
+  // wait only while it is opened (in kPeriodic mode, that includes writing
+  // the dirty rows). NOT_FOUND for an unknown table. The reader must not
+  // outlive the store.
+  virtual absl::StatusOr<std::unique_ptr<ValueSnapshotReader>>
+  OpenValueSnapshot(absl::Span<const std::string> tables) = 0;
 };
 
 }  // namespace strata

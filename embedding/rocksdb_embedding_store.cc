@@ -167,6 +167,7 @@ absl::Status RocksDbEmbeddingStore::OpenDbLocked(absl::string_view what) {
 
 void RocksDbEmbeddingStore::CloseDbLocked() {
   if (!db_) return;
+  ReleaseValueSnapshotsLocked();
   for (auto* handle : handles_) db_->DestroyColumnFamilyHandle(handle);
   handles_.clear();
   db_->Close().PermitUncheckedError();

@@ -133,45 +133,5 @@ absl::Status RocksDbEmbeddingStore::EnablePointReads() {
   return OpenDbLocked();
 }
 
-absl::Status RocksDbEmbeddingStore::SnapshotTableLocked(
-    const EmbeddingTable& table, ValueSnapshot& snapshot) {
-  const uint32_t dim = table.dim();
-  auto add = [&](FeatureId key, const float* value) {
-    AppendSnapshotRow(table, key, value, snapshot);
-  };
-  // Rows in memory are the newest (some not yet on disk); the others are
-  // read from disk.
-  absl::flat_hash_set<FeatureId> in_memory;
-  table.ForEachRow([&](FeatureId key, const float* value, const float*) {
-    in_memory.insert(key);
-    add(key, value);
-  });
-  const std::string begin = RowKey(table.id(), 0);
-  std::vector<float> row(dim);
-  std::unique_ptr<rocksdb::Iterator> it(
-      db_->NewIterator(rocksdb::ReadOptions(), handles_[1]));
-  for (it->Seek(begin); it->Valid(); it->Next()) {
-    TableId id;
-    FeatureId key;
-    if (!ParseRowKey(absl::string_view(it->key().data(), it->key().size()), &id,
-                     &key) ||
-        id != table.id()) {
-      break;
-    }
-    if (in_memory.contains(key) || it->value().size() != dim * sizeof(float)) {
-      continue;
-    }
-    // Values in a RocksDB slice need not be aligned for floats.
-    std::memcpy(row.data(), it->value().data(), it->value().size());
-    add(key, row.data());
-  }
-  if (!it->status().ok()) {
-    return absl::InternalError(absl::StrCat("cannot read the rows of table '",
-                                            table.config().name,
-                                            "': ", it->status().ToString()));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace embedding_internal
 }  // namespace strata

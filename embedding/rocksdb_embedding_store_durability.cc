@@ -270,52 +270,5 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
   return info;
 }
 
-void AppendSnapshotRow(const EmbeddingTable& table, FeatureId key,
-                       const float* value, ValueSnapshot& snapshot) {
-  const std::string& name = table.config().name;
-  if (snapshot.chunks.empty() || snapshot.chunks.back().table != name ||
-      snapshot.chunks.back().keys.size() >= kSnapshotChunkRows) {
-    snapshot.chunks.emplace_back();
-    snapshot.chunks.back().table = name;
-    snapshot.chunks.back().dim = table.dim();
-  }
-  ChangedRows& chunk = snapshot.chunks.back();
-  chunk.keys.push_back(key);
-  chunk.values.insert(chunk.values.end(), value, value + table.dim());
-}
-
-absl::StatusOr<ValueSnapshot> RocksDbEmbeddingStore::SnapshotValues(
-    absl::Span<const std::string> names) {
-  // Exclusive: no push is between applying its rows and logging them.
-  absl::MutexLock commit_lock(&commit_mu_);
-  absl::ReaderMutexLock lock(&tables_mu_);
-  std::vector<EmbeddingTable*> chosen;
-  if (names.empty()) {
-    for (auto& [name, table] : tables_) chosen.push_back(table.get());
-  } else {
-    for (const std::string& name : names) {
-      EmbeddingTable* table = FindTable(name);
-      if (table == nullptr) {
-        return absl::NotFoundError(absl::StrCat("unknown table '", name, "'"));
-      }
-      chosen.push_back(table);
-    }
-  }
-  ValueSnapshot snapshot;
-  snapshot.incarnation = change_log_.incarnation();
-  snapshot.sequence = change_log_.latest_sequence();
-  for (EmbeddingTable* table : chosen) {
-    snapshot.tables.push_back(table->config());
-    if (table->has_memory_budget()) {
-      STRATA_RETURN_IF_ERROR(SnapshotTableLocked(*table, snapshot));
-      continue;
-    }
-    table->ForEachRow([&](FeatureId key, const float* value, const float*) {
-      AppendSnapshotRow(*table, key, value, snapshot);
-    });
-  }
-  return snapshot;
-}
-
 }  // namespace embedding_internal
 }  // namespace strata

@@ -2,6 +2,7 @@
 
 #include <cstdarg>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "common/logging.h"
@@ -24,10 +25,15 @@ class StrataLogger final : public rocksdb::Logger {
     char line[1024];
     const int length = std::vsnprintf(line, sizeof(line), format, ap);
     if (length < 0) return;
-    if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) {
-      STRATA_LOG(ERROR, "rocksdb") << line;
-    } else {
+    // One level down: the store reports the failures that matter itself,
+    // with what they mean for pushes (RESOURCE_EXHAUSTED, read-only, ...);
+    // RocksDB's own lines are the detail. A new database's directory is
+    // "not found" (an error to RocksDB) just before it is created.
+    const bool new_database = std::strstr(line, "dir NotFound") != nullptr;
+    if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL && !new_database) {
       STRATA_LOG(WARNING, "rocksdb") << line;
+    } else {
+      STRATA_LOG(INFO, "rocksdb") << line;
     }
   }
 };

@@ -10,7 +10,8 @@ class Logger;
 namespace strata {
 
 // RocksDB's own messages (its info log), warnings and errors only, as lines
-// of the process's log (component "rocksdb"). Set as Options::info_log of
+// of the process's log (component "rocksdb"; RocksDB's warnings as INFO,
+// its errors as WARNING). Set as Options::info_log of
 // every database the process opens.
 //
 // Why not RocksDB's default, a LOG file next to the data: that file lives

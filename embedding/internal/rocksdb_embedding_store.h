@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "common/logging.h"
@@ -39,10 +40,7 @@ inline rocksdb::Slice FloatSlice(const float* data, size_t count) {
                         count * sizeof(float));
 }
 
-// Appends a row of `table` to `snapshot`, in chunks of one table of at most
-// kSnapshotChunkRows rows.
-void AppendSnapshotRow(const EmbeddingTable& table, FeatureId key,
-                       const float* value, ValueSnapshot& snapshot);
+class RocksDbValueSnapshotReader;
 
 // EmbeddingStore on RocksDB: rows in memory (EmbeddingTable), made durable
 // in three column families: "default" (tables, push windows), "values" and
@@ -113,7 +111,7 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::Status RecordReplicationPosition(
       const ReplicationPosition& position) override;
   const ChangeLog& change_log() const override { return change_log_; }
-  absl::StatusOr<ValueSnapshot> SnapshotValues(
+  absl::StatusOr<std::unique_ptr<ValueSnapshotReader>> OpenValueSnapshot(
       absl::Span<const std::string> tables) override;
 
  private:
@@ -208,10 +206,17 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   // Point reads need a sorted memtable: reopens the database with skip-list
   // memtables if it uses vectors (a table with a memory budget appeared).
   absl::Status EnablePointReads() ABSL_LOCKS_EXCLUDED(flush_mu_, commit_mu_);
-  // Every row of `table` (in memory or on disk) into `snapshot`.
-  absl::Status SnapshotTableLocked(const EmbeddingTable& table,
-                                   ValueSnapshot& snapshot)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  friend class RocksDbValueSnapshotReader;
+  // The next chunk of `reader` (ValueSnapshotReader::Next).
+  absl::StatusOr<bool> ReadSnapshotChunk(RocksDbValueSnapshotReader& reader,
+                                         ChangedRows& chunk)
+      ABSL_LOCKS_EXCLUDED(commit_mu_);
+  // Forgets `reader` and releases its RocksDB snapshot.
+  void CloseValueSnapshot(RocksDbValueSnapshotReader* reader)
+      ABSL_LOCKS_EXCLUDED(commit_mu_);
+  // Before the database closes: releases every open reader's snapshot (its
+  // next chunk is ABORTED).
+  void ReleaseValueSnapshotsLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // Gives each table without a memory budget of its own an equal share of
   // the shard's budget (what the tables with their own leave, at least the
   // minimum budget).
@@ -280,6 +285,12 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   bool read_only_ ABSL_GUARDED_BY(commit_mu_) = false;
   absl::Time last_reopen_attempt_ ABSL_GUARDED_BY(commit_mu_) =
       absl::InfinitePast();
+
+  // Open value snapshots: closing the database releases their RocksDB
+  // snapshots first (RocksDB must not close with any left).
+  absl::Mutex snapshot_readers_mu_ ABSL_ACQUIRED_AFTER(commit_mu_);
+  absl::flat_hash_set<RocksDbValueSnapshotReader*> snapshot_readers_
+      ABSL_GUARDED_BY(snapshot_readers_mu_);
 
   PushDeduplicator deduplicator_;
   // Rows written since the last checkpoint, for incremental checkpoints.

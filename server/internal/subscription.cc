@@ -96,31 +96,36 @@ v1::ChangeBatch Subscription::NewBatch(v1::ChangeBatch::Kind kind,
 absl::Status Subscription::SendSnapshot(uint64_t* sequence) {
   const std::vector<std::string> tables(request_.tables().begin(),
                                         request_.tables().end());
-  absl::StatusOr<ValueSnapshot> snapshot =
-      options_.store->SnapshotValues(tables);
-  if (!snapshot.ok()) return snapshot.status();
-  incarnation_ = snapshot->incarnation;
+  // Read a chunk at a time: a follower that reads slowly costs one chunk
+  // here, not a copy of the tables.
+  absl::StatusOr<std::unique_ptr<ValueSnapshotReader>> opened =
+      options_.store->OpenValueSnapshot(tables);
+  if (!opened.ok()) return opened.status();
+  ValueSnapshotReader& snapshot = **opened;
+  incarnation_ = snapshot.incarnation();
   v1::ChangeBatch begin =
-      NewBatch(v1::ChangeBatch::SNAPSHOT_BEGIN, snapshot->sequence);
-  for (const EmbeddingTableConfig& config : snapshot->tables) {
+      NewBatch(v1::ChangeBatch::SNAPSHOT_BEGIN, snapshot.sequence());
+  for (const EmbeddingTableConfig& config : snapshot.tables()) {
     *begin.add_table_configs() = TableConfigToProto(config);
   }
   if (!Send(std::move(begin))) return absl::CancelledError("stream closed");
-  for (ChangedRows& chunk : snapshot->chunks) {
+  ChangedRows chunk;
+  while (true) {
+    absl::StatusOr<bool> more = snapshot.Next(chunk);
+    if (!more.ok()) return more.status();
+    if (!*more) break;
     v1::ChangeBatch rows =
-        NewBatch(v1::ChangeBatch::SNAPSHOT_ROWS, snapshot->sequence);
+        NewBatch(v1::ChangeBatch::SNAPSHOT_ROWS, snapshot.sequence());
     AddRows(chunk, rows);
-    // What was handed on is given back at once.
-    chunk = ChangedRows();
     if (!Send(std::move(rows))) return absl::CancelledError("stream closed");
   }
-  if (!Send(NewBatch(v1::ChangeBatch::SNAPSHOT_END, snapshot->sequence))) {
+  if (!Send(NewBatch(v1::ChangeBatch::SNAPSHOT_END, snapshot.sequence()))) {
     return absl::CancelledError("stream closed");
   }
-  *sequence = snapshot->sequence;
+  *sequence = snapshot.sequence();
   STRATA_LOG(INFO, "subscribe")
-      << "sent a snapshot of " << snapshot->tables.size() << " tables at "
-      << "sequence " << snapshot->sequence;
+      << "sent a snapshot of " << snapshot.tables().size() << " tables at "
+      << "sequence " << snapshot.sequence();
   return absl::OkStatus();
 }
 

@@ -22,7 +22,7 @@ namespace strata {
 namespace {
 
 constexpr size_t kMaxEntriesPerAppend = 256;
-constexpr size_t kSnapshotChunkBytes = size_t{1} << 20;
+constexpr size_t kCheckpointFileChunkBytes = size_t{1} << 20;
 // How long an idle sender waits for entries before it sends a heartbeat.
 constexpr absl::Duration kHeartbeat = absl::Milliseconds(200);
 constexpr absl::Duration kRetryPause = absl::Milliseconds(200);
@@ -169,7 +169,7 @@ absl::StatusOr<ReplicationPosition> ReplicaSender::SendSnapshot() {
       error ? absl::InternalError(absl::StrCat("cannot list ", dir.string(),
                                                ": ", error.message()))
             : absl::OkStatus();
-  std::string buffer(kSnapshotChunkBytes, '\0');
+  std::string buffer(kCheckpointFileChunkBytes, '\0');
   for (const fs::path& path : files) {
     if (!read_error.ok()) break;
     std::FILE* file = std::fopen(path.c_str(), "rb");

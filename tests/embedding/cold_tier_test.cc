@@ -146,10 +146,15 @@ TEST_P(ColdTierTest, SnapshotAndCheckpointCarryTheRowsOnDisk) {
   ASSERT_THAT(store_->CreateTable(BudgetedTable()), IsOk());
   Push(0, kRows, 1.0f);
   Push(0, 100, 3.0f);
-  absl::StatusOr<ValueSnapshot> snapshot = store_->SnapshotValues({});
-  ASSERT_THAT(snapshot, IsOk());
+  absl::StatusOr<std::unique_ptr<ValueSnapshotReader>> snapshot =
+      store_->OpenValueSnapshot({});
+  ASSERT_THAT(snapshot.status(), IsOk());
   std::map<FeatureId, float> seen;
-  for (const ChangedRows& chunk : snapshot->chunks) {
+  ChangedRows chunk;
+  while (true) {
+    absl::StatusOr<bool> more = (*snapshot)->Next(chunk);
+    ASSERT_THAT(more.status(), IsOk());
+    if (!*more) break;
     for (size_t i = 0; i < chunk.keys.size(); ++i) {
       ASSERT_EQ(seen.count(chunk.keys[i]), 0u) << "twice: " << chunk.keys[i];
       seen[chunk.keys[i]] = chunk.values[i * kDim];

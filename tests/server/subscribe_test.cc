@@ -1,6 +1,9 @@
 // The change stream (ParameterServer.Subscribe) of a shard behind a real
 // loopback gRPC server with a real RocksDB store.
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <map>
 #include <memory>
@@ -341,6 +344,63 @@ TEST_F(SubscriberLimitTest, AFollowerThatStopsReadingIsCutOffAndFreesItsSlot) {
   // Cut off with the write in flight: the follower sees CANCELLED (the
   // shard logs why).
   EXPECT_EQ(stalled->Finish().error_code(), grpc::StatusCode::CANCELLED);
+}
+
+class StalledSnapshotMemoryTest : public SubscribeTest {
+ protected:
+  void Configure(ShardServiceOptions& options) const override {
+    options.max_subscribers = 8;
+  }
+};
+
+// Followers that stop reading in the middle of their snapshot cost the shard
+// the chunks in flight, not a copy of the tables each.
+TEST_F(StalledSnapshotMemoryTest, StalledSnapshotsHoldChunksNotCopies) {
+  constexpr uint32_t kWideDim = 64;
+  constexpr uint64_t kRows = 262144;  // 64 MiB of values
+  {
+    grpc::ClientContext context;
+    v1::CreateTableRequest request;
+    *request.mutable_config() = SgdTable("wide");
+    request.mutable_config()->set_dim(kWideDim);
+    v1::CreateTableResponse response;
+    ASSERT_TRUE(stub_->CreateTable(&context, request, &response).ok());
+  }
+  for (uint64_t first = 0; first < kRows; first += 8192) {
+    grpc::ClientContext context;
+    v1::PushRequest request;
+    v1::TableBatch* batch = request.add_batches();
+    batch->set_table("wide");
+    for (uint64_t key = first; key < first + 8192; ++key) {
+      batch->add_keys(key);
+    }
+    batch->mutable_values()->Resize(8192 * kWideDim, 0.5f);
+    v1::PushResponse response;
+    ASSERT_TRUE(stub_->Push(&context, request, &response).ok());
+  }
+  absl::StatusOr<uint64_t> before = testing::ResidentMiB(getpid(), "VmRSS");
+  ASSERT_THAT(before, IsOk());
+  constexpr int kStalled = 4;
+  for (int i = 0; i < kStalled; ++i) {
+    // Each reads its snapshot's first batch (the snapshot is open by then),
+    // then nothing more.
+    EXPECT_EQ(Next(Subscribe(0, 0, {"wide"})).kind(),
+              v1::ChangeBatch::SNAPSHOT_BEGIN);
+  }
+  // Once the shard's producers are blocked on the stalled streams, memory
+  // stops growing.
+  uint64_t after = *before;
+  uint64_t previous = 0;
+  testing::WaitUntil(
+      [&] {
+        previous = after;
+        after = testing::ResidentMiB(getpid(), "VmRSS").value_or(after);
+        return after <= previous + 1;
+      },
+      absl::Seconds(10), absl::Milliseconds(300));
+  // A copy per stream would be 4 x 64 MiB.
+  EXPECT_LT(after - std::min(after, *before), 48u)
+      << "resident memory went from " << *before << " to " << after << " MiB";
 }
 
 }  // namespace
