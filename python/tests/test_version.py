@@ -1,6 +1,7 @@
 """One version everywhere: the package, its metadata and every program."""
 
 import importlib.metadata
+import re
 import subprocess
 
 import strata
@@ -13,4 +14,7 @@ def test_package_and_programs_report_the_same_version():
         out = subprocess.run([binary(program), "--version"], check=True,
                              capture_output=True, text=True, timeout=30,
                              stdin=subprocess.DEVNULL).stdout
-        assert out == f"{program} {strata.__version__}\n", out
+        # "<program> <version> (<build type> build)"
+        assert re.fullmatch(
+            rf"{program} {re.escape(strata.__version__)} \(\w+ build\)\n",
+            out), out

@@ -378,7 +378,7 @@ def help_flags(binary):
         if not path.is_file():
             _help_cache[name] = None
         else:
-            # absl's --help exits 1 by design; the text is what matters.
+            # The text is what matters (--help exits 0 since it answers).
             result = subprocess.run([str(path), "--help"], capture_output=True,
                                     text=True, timeout=30, check=False)
             _help_cache[name] = set(_HELP_FLAG.findall(result.stdout + result.stderr))
