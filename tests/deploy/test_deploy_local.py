@@ -142,3 +142,43 @@ def test_bad_cluster_file_and_missing_cluster_are_usage_errors(tmp_path):
     result = local("status", f"--run_dir={tmp_path / 'none'}")
     assert result.returncode == 1
     assert "no cluster in" in result.stderr
+
+
+def test_a_worker_that_dies_at_once_fails_start_saying_why(run_dir, tmp_path):
+    # No training data: the workers exit at once.
+    cluster_file = tmp_path / "cluster.yaml"
+    cluster_file.write_text(yaml.safe_dump(sample_with_free_ports()))
+    started = local("start", str(cluster_file), f"--run_dir={run_dir}",
+                    f"--bin_dir={m.bin_dir()}")
+    assert started.returncode == 1, started.stdout + started.stderr
+    assert "start failed: worker-" in started.stderr, started.stderr
+    assert "of the start" in started.stderr, started.stderr
+    # The end of the worker's log says why.
+    assert "data/train" in started.stderr, started.stderr
+    assert [pid for pid in pids_of(run_dir) if alive(pid)] == []
+
+
+def test_help_lists_only_user_commands_and_a_closed_pipe_is_quiet(tmp_path):
+    shown = local("--help")
+    assert shown.returncode == 0
+    assert "start" in shown.stdout and "_supervise" not in shown.stdout
+    # The status of a stopped cluster, written to a pipe nobody reads any
+    # more (`strata-local status --json | head -1` once head is done).
+    finished = subprocess.Popen(["true"])
+    finished.wait()
+    (tmp_path / "state.json").write_text(json.dumps(dict(
+        supervisor_pid=finished.pid, phase="stopped", message="",
+        bin_dir=str(m.bin_dir()), processes=[dict(
+            name=f"worker-{i}", role="worker", address=None, state="exited",
+            exit_code=0, pid=finished.pid) for i in range(2)])))
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        closed = subprocess.run(
+            [str(STRATA_LOCAL), "status", "--json", f"--run_dir={tmp_path}"],
+            stdout=write_end, stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL, timeout=60)
+    finally:
+        os.close(write_end)
+    assert b"Traceback" not in closed.stderr, closed.stderr.decode()
+    assert b"BrokenPipe" not in closed.stderr, closed.stderr.decode()
