@@ -277,7 +277,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
         if (SameTableConfig(existing->config(), config)) return false;
         return absl::AlreadyExistsError(absl::StrCat(
             "table '", config.name, "' already exists with another config: ",
-            SerializeTableConfig(existing->config())));
+            TableConfigDifference(existing->config(), config)));
       }
     }
     STRATA_RETURN_IF_ERROR(EnablePointReads());
@@ -290,7 +290,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
     if (SameTableConfig(existing->config(), config)) return false;
     return absl::AlreadyExistsError(absl::StrCat(
         "table '", config.name, "' already exists with another config: ",
-        SerializeTableConfig(existing->config())));
+        TableConfigDifference(existing->config(), config)));
   }
   const TableId id = next_table_id_;
   rocksdb::WriteBatch batch;

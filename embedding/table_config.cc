@@ -1,13 +1,16 @@
 #include "embedding/table_config.h"
 
 #include <cmath>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 
 namespace strata {
@@ -254,6 +257,51 @@ std::string SerializeTableConfig(const EmbeddingTableConfig& c) {
       " evict_after_seconds=", c.eviction.after_seconds,
       " evict_min_norm=", f(c.eviction.min_norm),
       " memory_budget_bytes=", c.memory_budget_bytes);
+}
+
+namespace {
+
+// "name=value" fields of a serialized config, in order.
+std::vector<std::pair<std::string, std::string>> SerializedFields(
+    const EmbeddingTableConfig& config) {
+  std::vector<std::pair<std::string, std::string>> fields;
+  for (absl::string_view field :
+       absl::StrSplit(SerializeTableConfig(config), ' ', absl::SkipEmpty())) {
+    const size_t equals = field.find('=');
+    fields.emplace_back(std::string(field.substr(0, equals)),
+                        equals == absl::string_view::npos
+                            ? std::string()
+                            : std::string(field.substr(equals + 1)));
+  }
+  return fields;
+}
+
+// A float field as people write it (0.05, not its exact 0.0500000007),
+// unless that would hide how it differs from `other`.
+std::string Readable(const std::string& exact, const std::string& other) {
+  float value = 0, other_value = 0;
+  if (!absl::SimpleAtof(exact, &value) ||
+      !absl::SimpleAtof(other, &other_value)) {
+    return exact;
+  }
+  const std::string short_form = absl::StrCat(value);
+  return short_form == absl::StrCat(other_value) ? exact : short_form;
+}
+
+}  // namespace
+
+std::string TableConfigDifference(const EmbeddingTableConfig& existing,
+                                  const EmbeddingTableConfig& requested) {
+  const auto have = SerializedFields(existing);
+  const auto asked = SerializedFields(requested);
+  std::vector<std::string> differences;
+  for (size_t i = 0; i < have.size() && i < asked.size(); ++i) {
+    if (have[i].second == asked[i].second) continue;
+    differences.push_back(absl::StrCat(
+        have[i].first, "=", Readable(have[i].second, asked[i].second),
+        " (asked ", Readable(asked[i].second, have[i].second), ")"));
+  }
+  return absl::StrJoin(differences, ", ");
 }
 
 namespace {

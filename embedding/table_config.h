@@ -117,6 +117,10 @@ bool SameTableConfig(const EmbeddingTableConfig& a,
 
 // A one-line, human-readable and parseable form ("name=t dim=8 ...").
 std::string SerializeTableConfig(const EmbeddingTableConfig& config);
+// The fields in which `requested` differs from `existing`, as
+// "dim=8 (asked 16), lr=0.05 (asked 0.1)"; empty when they are the same.
+std::string TableConfigDifference(const EmbeddingTableConfig& existing,
+                                  const EmbeddingTableConfig& requested);
 absl::StatusOr<EmbeddingTableConfig> ParseTableConfig(absl::string_view text);
 
 absl::string_view OptimizerName(OptimizerType type);

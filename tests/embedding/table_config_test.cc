@@ -392,5 +392,22 @@ TEST(TableConfigTest, NamesOfOptimizersAndInitializersRoundTrip) {
   EXPECT_THAT(ParseInitializerName("normal"), StatusIs(kInvalid));
 }
 
+TEST(TableConfigTest, DifferenceNamesOnlyTheFieldsThatDiffer) {
+  EmbeddingTableConfig existing;
+  existing.name = "ads";
+  existing.dim = 8;
+  EmbeddingTableConfig requested = existing;
+  EXPECT_EQ(TableConfigDifference(existing, requested), "");
+  requested.dim = 16;
+  requested.optimizer.learning_rate = 0.1f;
+  EXPECT_EQ(TableConfigDifference(existing, requested),
+            "dim=8 (asked 16), lr=0.01 (asked 0.1)");
+  // Floats that print alike at six digits are shown exactly.
+  requested = existing;
+  requested.optimizer.learning_rate = 0.0100000007f;
+  EXPECT_EQ(TableConfigDifference(existing, requested),
+            "lr=0.00999999978 (asked 0.0100000007)");
+}
+
 }  // namespace
 }  // namespace strata
