@@ -3,10 +3,6 @@
 // on, read in chunks bounded by rows and bytes, and aborted (never a crash)
 // when the store is restored under them.
 
-#include <sys/stat.h>
-
-#include <cstdlib>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -18,6 +14,7 @@
 #include "embedding/embedding_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace strata {
@@ -35,11 +32,8 @@ class ValueSnapshotTest : public ::testing::TestWithParam<Durability> {
  protected:
   void SetUp() override {
     SetMinLogLevel(LogLevel::kWarning);
-    std::string pattern = ::testing::TempDir() + "strata_snapshot_XXXXXX";
-    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
-    temp_dir_ = pattern;
     EmbeddingStoreOptions options;
-    options.data_dir = temp_dir_ + "/data";
+    options.data_dir = dir_.path() + "/data";
     options.durability = GetParam();
     options.flush_interval = absl::Hours(1);
     options.eviction_interval = absl::ZeroDuration();
@@ -47,11 +41,6 @@ class ValueSnapshotTest : public ::testing::TestWithParam<Durability> {
         EmbeddingStore::Open(options);
     ASSERT_THAT(store.status(), IsOk());
     store_ = std::move(store).value();
-  }
-  void TearDown() override {
-    store_.reset();
-    std::error_code error;
-    std::filesystem::remove_all(temp_dir_, error);
   }
 
   void CreateTable(const std::string& name, uint32_t dim) {
@@ -108,7 +97,7 @@ class ValueSnapshotTest : public ::testing::TestWithParam<Durability> {
     return read;
   }
 
-  std::string temp_dir_;
+  testing::TempDir dir_{"value_snapshot"};
   std::unique_ptr<EmbeddingStore> store_;
 };
 
