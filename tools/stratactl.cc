@@ -8,6 +8,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
@@ -142,7 +144,65 @@ absl::StatusOr<PsClientOptions> ClientOptionsFromFlags() {
   return options;
 }
 
+// Where the command's name is: the first argument that names a command,
+// or 0 when none does.
+int FindCommand(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") return 0;
+    for (const Command& command : kCommands) {
+      if (arg == command.name) return i;
+    }
+  }
+  return 0;
+}
+
+// The lines of kUsage that describe `name`: its own line and the more
+// indented ones under it.
+std::string CommandHelp(absl::string_view name) {
+  std::string out;
+  bool inside = false;
+  for (absl::string_view line : absl::StrSplit(kUsage, '\n')) {
+    if (absl::StartsWith(line, "  ") && !absl::StartsWith(line, "   ")) {
+      inside = absl::StartsWith(line.substr(2), absl::StrCat(name, " ")) ||
+               line.substr(2) == name;
+    } else if (!absl::StartsWith(line, "   ")) {
+      inside = false;
+    }
+    if (inside) absl::StrAppend(&out, line, "\n");
+  }
+  return out;
+}
+
+bool IsHelpFlag(absl::string_view arg) {
+  return arg == "--help" || arg == "-help" || arg == "--helpfull" ||
+         arg == "-h";
+}
+
 int Run(int argc, char** argv) {
+  const int command_at = FindCommand(argc, argv);
+  const std::string name_given = command_at > 0 ? argv[command_at] : "";
+  for (int i = command_at + 1; command_at > 0 && i < argc; ++i) {
+    const absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    // `stratactl pull TABLE --help`: that command's help, not everything.
+    if (IsHelpFlag(arg)) {
+      const std::string help = CommandHelp(name_given);
+      std::printf(
+          "usage: stratactl [--shards=H:P,... | --cluster_file=F] [--json] "
+          "%s\n%s(flags of every command: stratactl --help)\n",
+          name_given.c_str(), help.c_str());
+      return 0;
+    }
+    // A negative number would be taken for a flag ("-1": unknown flag
+    // --1); say what is wrong with it instead.
+    if (arg.size() > 1 && arg[0] == '-' && absl::ascii_isdigit(arg[1])) {
+      return UsageError(absl::StrCat(
+          "'", arg, "' is not a valid argument of ", name_given,
+          ": keys and ids are unsigned integers (an argument that starts "
+          "with '-' goes after '--')"));
+    }
+  }
   std::vector<std::string> positional =
       ParseCommandLineWithCluster(kUsage, argc, argv, ClusterRole::kClient);
   if (positional.size() < 2) {
