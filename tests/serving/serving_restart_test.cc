@@ -174,6 +174,7 @@ TEST(ServingRestartTest, ServesThroughATrainingShardOutageAndCatchesUp) {
       cluster.Lookup("user", touched, kDim);
   ASSERT_THAT(before, IsOk());
 
+  const absl::Time killed = absl::Now();
   ASSERT_THAT(cluster.shard(1).Kill9(), IsOk());
   absl::StatusOr<v1::ServingStatusResponse> outage =
       cluster.WaitForStatus([](const v1::ServingStatusResponse& status) {
@@ -181,6 +182,8 @@ TEST(ServingRestartTest, ServesThroughATrainingShardOutageAndCatchesUp) {
                status.shards(1).lag_seconds() > 0.05;
       });
   ASSERT_THAT(outage, IsOk());
+  // The status tells of the dead shard at once, not at the idle timeout.
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(2));
   EXPECT_TRUE(outage->shards(0).connected());
   EXPECT_FALSE(outage->shards(1).last_error().empty());
   // Still answering, with the last values, for the rows of both shards.
