@@ -263,6 +263,20 @@ absl::StatusOr<uint64_t> RocksDbEmbeddingStore::LoadRowsLocked(
   return rows;
 }
 
+namespace {
+
+// CreateTable of a name that exists: nothing to create (false) for the same
+// config, ALREADY_EXISTS naming what differs for another.
+absl::StatusOr<bool> SameTableOrAlreadyExists(
+    const EmbeddingTableConfig& existing, const EmbeddingTableConfig& asked) {
+  if (SameTableConfig(existing, asked)) return false;
+  return absl::AlreadyExistsError(
+      absl::StrCat("table '", asked.name, "' already exists with another ",
+                   "config: ", TableConfigDifference(existing, asked)));
+}
+
+}  // namespace
+
 absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
     const EmbeddingTableConfig& config) {
   STRATA_RETURN_IF_ERROR(ValidateTableConfig(config));
@@ -274,10 +288,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
       // An existing table needs no reopen (nor does a refused one).
       absl::ReaderMutexLock lock(&tables_mu_);
       if (EmbeddingTable* existing = FindTable(config.name)) {
-        if (SameTableConfig(existing->config(), config)) return false;
-        return absl::AlreadyExistsError(absl::StrCat(
-            "table '", config.name, "' already exists with another config: ",
-            TableConfigDifference(existing->config(), config)));
+        return SameTableOrAlreadyExists(existing->config(), config);
       }
     }
     STRATA_RETURN_IF_ERROR(EnablePointReads());
@@ -287,10 +298,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
   STRATA_RETURN_IF_ERROR(CheckOpenLocked());
   absl::MutexLock lock(&tables_mu_);
   if (EmbeddingTable* existing = FindTable(config.name)) {
-    if (SameTableConfig(existing->config(), config)) return false;
-    return absl::AlreadyExistsError(absl::StrCat(
-        "table '", config.name, "' already exists with another config: ",
-        TableConfigDifference(existing->config(), config)));
+    return SameTableOrAlreadyExists(existing->config(), config);
   }
   const TableId id = next_table_id_;
   rocksdb::WriteBatch batch;

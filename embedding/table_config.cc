@@ -261,17 +261,13 @@ std::string SerializeTableConfig(const EmbeddingTableConfig& c) {
 
 namespace {
 
-// "name=value" fields of a serialized config, in order.
-std::vector<std::pair<std::string, std::string>> SerializedFields(
-    const EmbeddingTableConfig& config) {
+// The "name=value" fields of a serialized config, in order.
+std::vector<std::pair<std::string, std::string>> SplitFields(
+    absl::string_view text) {
   std::vector<std::pair<std::string, std::string>> fields;
-  for (absl::string_view field :
-       absl::StrSplit(SerializeTableConfig(config), ' ', absl::SkipEmpty())) {
-    const size_t equals = field.find('=');
-    fields.emplace_back(std::string(field.substr(0, equals)),
-                        equals == absl::string_view::npos
-                            ? std::string()
-                            : std::string(field.substr(equals + 1)));
+  for (absl::string_view part : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
+    std::pair<std::string, std::string> field = absl::StrSplit(part, '=');
+    fields.push_back(std::move(field));
   }
   return fields;
 }
@@ -292,8 +288,8 @@ std::string Readable(const std::string& exact, const std::string& other) {
 
 std::string TableConfigDifference(const EmbeddingTableConfig& existing,
                                   const EmbeddingTableConfig& requested) {
-  const auto have = SerializedFields(existing);
-  const auto asked = SerializedFields(requested);
+  const auto have = SplitFields(SerializeTableConfig(existing));
+  const auto asked = SplitFields(SerializeTableConfig(requested));
   std::vector<std::string> differences;
   for (size_t i = 0; i < have.size() && i < asked.size(); ++i) {
     if (have[i].second == asked[i].second) continue;
@@ -332,9 +328,8 @@ bool ParsePolicies(const absl::flat_hash_map<std::string, std::string>& fields,
 
 absl::StatusOr<EmbeddingTableConfig> ParseTableConfig(absl::string_view text) {
   absl::flat_hash_map<std::string, std::string> fields;
-  for (absl::string_view part : absl::StrSplit(text, ' ', absl::SkipEmpty())) {
-    std::pair<std::string, std::string> kv = absl::StrSplit(part, '=');
-    fields[kv.first] = kv.second;
+  for (auto& [name, value] : SplitFields(text)) {
+    fields[std::move(name)] = std::move(value);
   }
   auto corrupt = [&](absl::string_view field) {
     return absl::DataLossError(
