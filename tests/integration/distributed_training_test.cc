@@ -20,6 +20,7 @@ namespace {
 
 using ::strata::testing::GenerateLearnableData;
 using ::strata::testing::IsOk;
+using ::strata::testing::LearnableDataWorkerFlags;
 using ::strata::testing::ProcessExit;
 using ::strata::testing::ResultNumber;
 using ::strata::testing::ServerProcess;
@@ -52,24 +53,11 @@ class DistributedTrainingTest : public ::testing::Test {
     ServerProcessOptions options;
     options.binary = "strata-worker";
     options.daemon_flags = false;
-    options.flags = {
-        absl::StrCat("--shards=", shards_[0]->address(), ",",
-                     shards_[1]->address()),
-        absl::StrCat("--rank=", rank),
-        absl::StrCat("--num_workers=", kWorkers),
-        absl::StrCat("--job_id=", job_id_),
-        absl::StrCat("--train_files=", data_.files[0]),
-        absl::StrCat("--eval_files=", data_.holdout_file),
-        "--batch_size=256",
-        "--epochs=2",
-        "--staleness=0",
-        "--sparse_optimizer=adam",
-        "--sparse_learning_rate=0.01",
-        "--dense_learning_rate=0.001",
-        "--progress_interval_s=0.5",
-        "--collective_timeout_s=120",
-        absl::StrCat("--result_file=", dir_.path(), "/result-", rank, ".json"),
-    };
+    options.flags = LearnableDataWorkerFlags(
+        data_, absl::StrCat(shards_[0]->address(), ",", shards_[1]->address()),
+        rank, kWorkers, job_id_,
+        absl::StrCat(dir_.path(), "/result-", rank, ".json"));
+    options.flags.push_back("--epochs=2");
     options.flags.insert(options.flags.end(), extra.begin(), extra.end());
     return std::make_unique<ServerProcess>(options);
   }

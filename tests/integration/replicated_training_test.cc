@@ -45,6 +45,8 @@ namespace {
 using ::strata::testing::EtcdProcess;
 using ::strata::testing::GenerateLearnableData;
 using ::strata::testing::IsOk;
+using ::strata::testing::LearnableDataWorkerFlags;
+using ::strata::testing::ReplicaFlags;
 using ::strata::testing::ResultNumber;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::ServerProcessOptions;
@@ -130,17 +132,10 @@ class ReplicatedTrainingTest : public ::testing::Test {
     for (int s = 0; s < kShards; ++s) {
       for (int r = 0; r < kReplicas; ++r) {
         ServerProcessOptions options;
-        options.flags = {
-            absl::StrCat("--shard_index=", s),
-            absl::StrCat("--num_shards=", kShards),
-            absl::StrCat("--etcd_endpoints=", etcd_.endpoint()),
-            absl::StrCat("--replica_id=r", r),
-            absl::StrCat("--replicas=", kReplicas),
-            "--replication=replicated",
-            "--durability=group",
-            "--lease_ttl_ms=1000",
-            "--cluster_name=training-test",
-        };
+        options.flags =
+            ReplicaFlags(etcd_.endpoint(), r, kReplicas, "training-test");
+        options.flags.push_back(absl::StrCat("--shard_index=", s));
+        options.flags.push_back(absl::StrCat("--num_shards=", kShards));
         groups_[s].push_back(std::make_unique<ServerProcess>(options));
         ASSERT_THAT(groups_[s].back()->Start(), IsOk());
       }
@@ -165,23 +160,10 @@ class ReplicatedTrainingTest : public ::testing::Test {
     ServerProcessOptions options;
     options.binary = "strata-worker";
     options.daemon_flags = false;
-    options.flags = {
-        absl::StrCat("--shards=", ShardList()),
-        absl::StrCat("--rank=", rank),
-        absl::StrCat("--num_workers=", kWorkers),
-        "--job_id=replicated",
-        absl::StrCat("--train_files=", data_.files[0]),
-        absl::StrCat("--eval_files=", data_.holdout_file),
-        "--batch_size=256",
-        "--staleness=0",
-        "--sparse_optimizer=adam",
-        "--sparse_learning_rate=0.01",
-        "--dense_learning_rate=0.001",
-        "--progress_interval_s=0.5",
-        "--collective_timeout_s=120",
-        "--ps_retry_deadline_s=60",
-        absl::StrCat("--result_file=", dir_.path(), "/result-", rank, ".json"),
-    };
+    options.flags = LearnableDataWorkerFlags(
+        data_, ShardList(), rank, kWorkers, "replicated",
+        absl::StrCat(dir_.path(), "/result-", rank, ".json"));
+    options.flags.push_back("--ps_retry_deadline_s=60");
     return std::make_unique<ServerProcess>(options);
   }
 

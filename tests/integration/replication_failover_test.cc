@@ -42,6 +42,7 @@ using ::strata::testing::EtcdProcess;
 using ::strata::testing::HttpGet;
 using ::strata::testing::IsOk;
 using ::strata::testing::MetricsPort;
+using ::strata::testing::ReplicaFlags;
 using ::strata::testing::ReplicaPosition;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::ServerProcessOptions;
@@ -73,15 +74,7 @@ class ReplicationFailoverTest : public ::testing::Test {
         endpoint = proxies_.back()->address();
       }
       ServerProcessOptions options;
-      options.flags = {
-          absl::StrCat("--etcd_endpoints=", endpoint),
-          absl::StrCat("--replica_id=r", r),
-          absl::StrCat("--replicas=", kReplicas),
-          "--replication=replicated",
-          "--durability=group",
-          "--lease_ttl_ms=1000",
-          "--cluster_name=failover-test",
-      };
+      options.flags = ReplicaFlags(endpoint, r, kReplicas, "failover-test");
       replicas_.push_back(std::make_unique<ServerProcess>(options));
       ASSERT_THAT(replicas_.back()->Start(), IsOk());
     }

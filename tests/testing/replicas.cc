@@ -1,7 +1,10 @@
 #include "tests/testing/replicas.h"
 
 #include <chrono>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/replication.grpc.pb.h"
@@ -9,6 +12,20 @@
 
 namespace strata {
 namespace testing {
+
+std::vector<std::string> ReplicaFlags(const std::string& etcd_endpoint,
+                                      int replica, int replicas,
+                                      const std::string& cluster_name) {
+  return {
+      absl::StrCat("--etcd_endpoints=", etcd_endpoint),
+      absl::StrCat("--replica_id=r", replica),
+      absl::StrCat("--replicas=", replicas),
+      "--replication=replicated",
+      "--durability=group",
+      "--lease_ttl_ms=1000",
+      absl::StrCat("--cluster_name=", cluster_name),
+  };
+}
 
 v1::GetPositionResponse ReplicaPosition(const std::string& address) {
   auto stub = v1::Replication::NewStub(

@@ -11,6 +11,13 @@
 namespace strata {
 namespace testing {
 
+// The strata-server flags of replica r<replica> of a group of `replicas`
+// in `replicated` mode (group durability, 1 s lease) coordinated by the
+// etcd at `etcd_endpoint` under `cluster_name`.
+std::vector<std::string> ReplicaFlags(const std::string& etcd_endpoint,
+                                      int replica, int replicas,
+                                      const std::string& cluster_name);
+
 // What the replica at `address` says of itself (Replication.GetPosition,
 // 1 s deadline); role "unreachable" when it does not answer.
 v1::GetPositionResponse ReplicaPosition(const std::string& address);

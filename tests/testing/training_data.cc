@@ -26,6 +26,28 @@ absl::StatusOr<DatagenResult> GenerateLearnableData(const std::string& dir,
   return GenerateData(data);
 }
 
+std::vector<std::string> LearnableDataWorkerFlags(
+    const DatagenResult& data, const std::string& shards, int rank,
+    int num_workers, const std::string& job_id,
+    const std::string& result_file) {
+  return {
+      absl::StrCat("--shards=", shards),
+      absl::StrCat("--rank=", rank),
+      absl::StrCat("--num_workers=", num_workers),
+      absl::StrCat("--job_id=", job_id),
+      absl::StrCat("--train_files=", data.files[0]),
+      absl::StrCat("--eval_files=", data.holdout_file),
+      "--batch_size=256",
+      "--staleness=0",
+      "--sparse_optimizer=adam",
+      "--sparse_learning_rate=0.01",
+      "--dense_learning_rate=0.001",
+      "--progress_interval_s=0.5",
+      "--collective_timeout_s=120",
+      absl::StrCat("--result_file=", result_file),
+  };
+}
+
 double ResultNumber(const std::string& path, const std::string& name) {
   absl::StatusOr<std::string> json = FileSystem::Default()->ReadFile(path);
   if (!json.ok()) return NAN;
