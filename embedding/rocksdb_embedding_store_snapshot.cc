@@ -20,26 +20,20 @@
 namespace strata {
 namespace embedding_internal {
 
-// What a reader needs of each of its tables, and where it stands. Its
-// fields are read and written by the store, under commit_mu_ (snapshot_
-// and iterator_ also under snapshot_readers_mu_).
+// What a reader needs of each of its tables (their ids, beside tables()),
+// and where it stands. Its fields are read and written by the store, under
+// commit_mu_ (snapshot_ and iterator_ also under snapshot_readers_mu_).
 class RocksDbValueSnapshotReader final : public ValueSnapshotReader {
  public:
-  struct Table {
-    TableId id = 0;
-    std::string name;
-    uint32_t dim = 0;
-  };
-
   RocksDbValueSnapshotReader(RocksDbEmbeddingStore* store,
                              const rocksdb::Snapshot* snapshot,
                              uint64_t incarnation, uint64_t sequence,
                              std::vector<EmbeddingTableConfig> configs,
-                             std::vector<Table> tables)
+                             std::vector<TableId> ids)
       : ValueSnapshotReader(incarnation, sequence, std::move(configs)),
         store_(store),
         snapshot_(snapshot),
-        ids_(std::move(tables)) {}
+        ids_(std::move(ids)) {}
   ~RocksDbValueSnapshotReader() override { store_->CloseValueSnapshot(this); }
 
   absl::StatusOr<bool> Next(ChangedRows& chunk) override {
@@ -52,7 +46,8 @@ class RocksDbValueSnapshotReader final : public ValueSnapshotReader {
   RocksDbEmbeddingStore* const store_;
   // Null once the store closed its database.
   const rocksdb::Snapshot* snapshot_;
-  const std::vector<Table> ids_;
+  // The row-key prefix of each of tables().
+  const std::vector<TableId> ids_;
   // Over the values at snapshot_, created by the first chunk; null once the
   // store closed its database. Pins the memtable and files it reads (a
   // stalled follower is cut off after the stall timeout).
@@ -73,25 +68,22 @@ RocksDbEmbeddingStore::OpenValueSnapshot(absl::Span<const std::string> names) {
     STRATA_RETURN_IF_ERROR(FlushLocked());
   }
   std::vector<EmbeddingTableConfig> configs;
-  std::vector<RocksDbValueSnapshotReader::Table> tables;
+  std::vector<TableId> ids;
   {
     absl::ReaderMutexLock lock(&tables_mu_);
-    std::vector<EmbeddingTable*> chosen;
+    auto choose = [&](const EmbeddingTable& table) {
+      configs.push_back(table.config());
+      ids.push_back(table.id());
+    };
     if (names.empty()) {
-      for (auto& [name, table] : tables_) chosen.push_back(table.get());
-    } else {
-      for (const std::string& name : names) {
-        EmbeddingTable* table = FindTable(name);
-        if (table == nullptr) {
-          return absl::NotFoundError(
-              absl::StrCat("unknown table '", name, "'"));
-        }
-        chosen.push_back(table);
-      }
+      for (auto& [name, table] : tables_) choose(*table);
     }
-    for (EmbeddingTable* table : chosen) {
-      configs.push_back(table->config());
-      tables.push_back({table->id(), table->config().name, table->dim()});
+    for (const std::string& name : names) {
+      const EmbeddingTable* table = FindTable(name);
+      if (table == nullptr) {
+        return absl::NotFoundError(absl::StrCat("unknown table '", name, "'"));
+      }
+      choose(*table);
     }
   }
   const rocksdb::Snapshot* snapshot = db_->GetSnapshot();
@@ -100,7 +92,7 @@ RocksDbEmbeddingStore::OpenValueSnapshot(absl::Span<const std::string> names) {
   }
   auto reader = std::make_unique<RocksDbValueSnapshotReader>(
       this, snapshot, change_log_.incarnation(), change_log_.latest_sequence(),
-      std::move(configs), std::move(tables));
+      std::move(configs), std::move(ids));
   absl::MutexLock lock(&snapshot_readers_mu_);
   snapshot_readers_.insert(reader.get());
   return reader;
@@ -124,7 +116,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ReadSnapshotChunk(
   rocksdb::Iterator& it = *reader.iterator_;
   for (; reader.table_ < reader.ids_.size();
        ++reader.table_, reader.positioned_ = false) {
-    const RocksDbValueSnapshotReader::Table& table = reader.ids_[reader.table_];
+    const EmbeddingTableConfig& table = reader.tables()[reader.table_];
+    const TableId table_id = reader.ids_[reader.table_];
     const size_t row_bytes = size_t{table.dim} * sizeof(float);
     const size_t max_rows = std::clamp<size_t>(kSnapshotChunkBytes / row_bytes,
                                                1, kSnapshotChunkRows);
@@ -133,7 +126,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ReadSnapshotChunk(
     chunk.keys.clear();
     chunk.values.clear();
     if (!reader.positioned_) {
-      it.Seek(RowKey(table.id, 0));
+      it.Seek(RowKey(table_id, 0));
       reader.positioned_ = true;
     }
     for (; it.Valid(); it.Next()) {
@@ -141,7 +134,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ReadSnapshotChunk(
       FeatureId key;
       if (!ParseRowKey(absl::string_view(it.key().data(), it.key().size()), &id,
                        &key) ||
-          id != table.id) {
+          id != table_id) {
         break;
       }
       if (it.value().size() != row_bytes) continue;
