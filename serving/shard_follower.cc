@@ -359,8 +359,10 @@ absl::Status ShardFollower::Handle(const v1::ChangeBatch& batch) {
   const absl::Time now = options_.clock->Now();
   absl::MutexLock lock(&mu_);
   state_.connected = true;
-  if (channels_.size() > 1)
+  // Once per stream: SetDisconnected clears it when the stream ends.
+  if (channels_.size() > 1 && state_.streaming_from.empty()) {
     state_.streaming_from = replica_addresses_[replica_];
+  }
   if (batch.has_replica_group()) {
     state_.replica_group =
         std::make_shared<const v1::ReplicaGroupInfo>(batch.replica_group());
