@@ -10,6 +10,10 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libhiredis-dev redis-server redis-tools
   libopenblas-dev libgloo-dev libyaml-cpp-dev
+  # /metrics: prometheus-cpp's data model and text format (core library).
+  prometheus-cpp-dev
+  # The metrics tests scrape the daemons with a real Prometheus server.
+  prometheus
   # Replicated shards: etcd (the tests run a real one), and the .proto files
   # of its API, which the build compiles (proto/CMakeLists.txt).
   etcd-server etcd-client golang-etcd-server-dev

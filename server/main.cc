@@ -20,6 +20,7 @@
 #include "common/daemon_flags.h"
 #include "common/http_server.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "common/replica_lag.h"
 #include "common/status_macros.h"
 #include "common/system_memory.h"
@@ -184,68 +185,81 @@ absl::StatusOr<ReplicationSetup> SetUpReplication(EmbeddingStore* store,
 
 // The replica group as this replica sees it: role, term, position, lease,
 // promotions, and on the primary each follower's lag in updates.
-void AppendReplicationMetrics(const ReplicaGroupStatus& status,
-                              std::string* body) {
-  const std::string replica =
-      absl::StrCat("{replica=\"", status.replica_id, "\"} ");
-  absl::StrAppend(
-      body,
-      "# HELP strata_replication_primary 1 while this replica is primary.\n"
-      "# TYPE strata_replication_primary gauge\n",
-      "strata_replication_primary", replica, status.primary ? 1 : 0, "\n",
-      "# HELP strata_replication_term The term this replica knows.\n"
-      "# TYPE strata_replication_term gauge\n",
-      "strata_replication_term", replica, status.term, "\n",
-      "# HELP strata_replication_sequence The last update this replica "
-      "applied.\n# TYPE strata_replication_sequence gauge\n",
-      "strata_replication_sequence", replica, status.position.sequence, "\n",
-      "# HELP strata_replication_lease_valid 1 while this replica's etcd "
-      "lease is certainly held.\n# TYPE strata_replication_lease_valid "
-      "gauge\n",
-      "strata_replication_lease_valid", replica, status.lease_valid ? 1 : 0,
-      "\n",
-      "# HELP strata_replication_failovers_total Times this replica became "
-      "primary.\n# TYPE strata_replication_failovers_total counter\n",
-      "strata_replication_failovers_total", replica, status.failovers, "\n",
-      "# HELP strata_replication_follower_lag Updates a follower has not "
-      "acknowledged (on the primary).\n"
-      "# TYPE strata_replication_follower_lag gauge\n");
-  for (const auto& [follower, sequence] : status.follower_sequences) {
-    absl::StrAppend(body, "strata_replication_follower_lag{follower=\"",
-                    follower, "\"} ",
-                    ReplicaLag(status.position.sequence, sequence), "\n");
-  }
-}
-
-// Per-table admission and eviction counters (since the shard started).
-void AppendTableCounters(const std::vector<TableStats>& tables,
-                         std::string* body) {
+void AddReplicationMetrics(const ReplicaGroupStatus& status,
+                           MetricFamilies* families) {
   const struct {
     const char* name;
     const char* help;
+    prometheus::MetricType type;
+    double value;
+  } series[] = {
+      {"strata_replication_primary", "1 while this replica is primary.",
+       prometheus::MetricType::Gauge, status.primary ? 1.0 : 0.0},
+      {"strata_replication_term", "The term this replica knows.",
+       prometheus::MetricType::Gauge, static_cast<double>(status.term)},
+      {"strata_replication_sequence", "The last update this replica applied.",
+       prometheus::MetricType::Gauge,
+       static_cast<double>(status.position.sequence)},
+      {"strata_replication_lease_valid",
+       "1 while this replica's etcd lease is certainly held.",
+       prometheus::MetricType::Gauge, status.lease_valid ? 1.0 : 0.0},
+      {"strata_replication_failovers_total",
+       "Times this replica became primary.", prometheus::MetricType::Counter,
+       static_cast<double>(status.failovers)},
+  };
+  for (const auto& one : series) {
+    AddSample(AddFamily(families, one.name, one.help, one.type),
+              {{"replica", status.replica_id}}, one.value);
+  }
+  prometheus::MetricFamily& lag =
+      AddFamily(families, "strata_replication_follower_lag",
+                "Updates a follower has not acknowledged (on the primary).",
+                prometheus::MetricType::Gauge);
+  for (const auto& [follower, sequence] : status.follower_sequences) {
+    AddSample(
+        lag, {{"follower", follower}},
+        static_cast<double>(ReplicaLag(status.position.sequence, sequence)));
+  }
+}
+
+// Rows, memory and admission and eviction counters (since the shard
+// started), per table.
+void AddTableMetrics(const std::vector<TableStats>& tables,
+                     MetricFamilies* families) {
+  const struct {
+    const char* name;
+    const char* help;
+    prometheus::MetricType type;
     uint64_t TableStats::*value;
-  } counters[] = {
+  } series[] = {
+      {"strata_table_rows", "Rows stored per table.",
+       prometheus::MetricType::Gauge, &TableStats::num_rows},
+      {"strata_table_memory_bytes", "Memory held per table.",
+       prometheus::MetricType::Gauge, &TableStats::memory_bytes},
+      {"strata_table_rows_in_memory",
+       "Rows per table held in memory (the others are on disk only).",
+       prometheus::MetricType::Gauge, &TableStats::rows_in_memory},
       {"strata_table_admitted_keys_total", "Keys given a row by a push.",
-       &TableStats::admitted_keys},
+       prometheus::MetricType::Counter, &TableStats::admitted_keys},
       {"strata_table_rejected_gradients_total",
        "Gradients dropped because admission refused their key.",
-       &TableStats::rejected_gradients},
+       prometheus::MetricType::Counter, &TableStats::rejected_gradients},
       {"strata_table_evicted_rows_total", "Rows deleted by eviction.",
-       &TableStats::evicted_rows},
+       prometheus::MetricType::Counter, &TableStats::evicted_rows},
   };
-  for (const auto& counter : counters) {
-    absl::StrAppend(body, "# HELP ", counter.name, " ", counter.help,
-                    "\n# TYPE ", counter.name, " counter\n");
+  for (const auto& one : series) {
+    prometheus::MetricFamily& family =
+        AddFamily(families, one.name, one.help, one.type);
     for (const TableStats& t : tables) {
-      absl::StrAppend(body, counter.name, "{table=\"", t.config.name, "\"} ",
-                      t.*counter.value, "\n");
+      AddSample(family, {{"table", t.config.name}},
+                static_cast<double>(t.*one.value));
     }
   }
 }
 
 // RocksDB's own numbers that matter when a shard slows down: memtables
 // waiting to flush, compaction backlog, files on disk, the block cache.
-void AppendStorageMetrics(const StorageStats& stats, std::string* body) {
+void AddStorageMetrics(const StorageStats& stats, MetricFamilies* families) {
   const struct {
     const char* name;
     const char* help;
@@ -275,14 +289,12 @@ void AppendStorageMetrics(const StorageStats& stats, std::string* body) {
        stats.write_error.empty() ? 0u : 1u},
   };
   for (const auto& gauge : gauges) {
-    absl::StrAppend(body, "# HELP ", gauge.name, " ", gauge.help, "\n# TYPE ",
-                    gauge.name, " gauge\n", gauge.name, " ", gauge.value, "\n");
+    AddGauge(families, gauge.name, gauge.help,
+             static_cast<double>(gauge.value));
   }
-  absl::StrAppend(body,
-                  "# HELP strata_store_failed_writes_total Writes to the store "
-                  "that failed.\n# TYPE strata_store_failed_writes_total "
-                  "counter\nstrata_store_failed_writes_total ",
-                  stats.failed_writes, "\n");
+  AddCounter(families, "strata_store_failed_writes_total",
+             "Writes to the store that failed.",
+             static_cast<double>(stats.failed_writes));
 }
 
 constexpr int kExitOk = 0;
@@ -459,37 +471,18 @@ int Run() {
       return HttpServer::Response{200, "text/plain", "ok\n"};
     });
     http.Handle("/metrics", [&service, &rendezvous, &store, &replication] {
-      std::string body = service.metrics().PrometheusText();
-      absl::StrAppend(&body, rendezvous.PrometheusText());
-      absl::StrAppend(&body,
-                      "# HELP strata_table_rows Rows stored per table.\n"
-                      "# TYPE strata_table_rows gauge\n");
-      const std::vector<TableStats> tables = (*store)->ListTables();
-      for (const TableStats& t : tables) {
-        absl::StrAppend(&body, "strata_table_rows{table=\"", t.config.name,
-                        "\"} ", t.num_rows, "\n");
-      }
-      absl::StrAppend(&body,
-                      "# HELP strata_table_memory_bytes Memory held per "
-                      "table.\n# TYPE strata_table_memory_bytes gauge\n");
-      for (const TableStats& t : tables) {
-        absl::StrAppend(&body, "strata_table_memory_bytes{table=\"",
-                        t.config.name, "\"} ", t.memory_bytes, "\n");
-      }
-      absl::StrAppend(&body,
-                      "# HELP strata_table_rows_in_memory Rows per table "
-                      "held in memory (the others are on disk only).\n"
-                      "# TYPE strata_table_rows_in_memory gauge\n");
-      for (const TableStats& t : tables) {
-        absl::StrAppend(&body, "strata_table_rows_in_memory{table=\"",
-                        t.config.name, "\"} ", t.rows_in_memory, "\n");
-      }
-      AppendTableCounters(tables, &body);
-      AppendStorageMetrics((*store)->GetStorageStats(), &body);
+      MetricFamilies families;
+      AddBuildInfo(&families, "strata-server");
+      AddProcessMetrics(&families);
+      service.metrics().AddMetrics(&families);
+      rendezvous.AddMetrics(&families);
+      AddTableMetrics((*store)->ListTables(), &families);
+      AddStorageMetrics((*store)->GetStorageStats(), &families);
       if (replication->group) {
-        AppendReplicationMetrics(replication->group->GetStatus(), &body);
+        AddReplicationMetrics(replication->group->GetStatus(), &families);
       }
-      return HttpServer::Response{200, "text/plain; version=0.0.4", body};
+      return HttpServer::Response{200, kMetricsContentType,
+                                  MetricsText(families)};
     });
     absl::StatusOr<int> http_port = http.Start(
         absl::GetFlag(FLAGS_host), absl::GetFlag(FLAGS_metrics_port));

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
 #include "common/auth.h"
 #include "common/grpc_status.h"
 #include "server/internal/rendezvous_store.h"
@@ -82,31 +81,29 @@ uint64_t RendezvousService::requests(Method method,
 
 size_t RendezvousService::num_keys() const { return store_->num_keys(); }
 
-std::string RendezvousService::PrometheusText() const {
-  std::string out =
-      "# HELP strata_rendezvous_requests_total Rendezvous RPCs handled, by "
-      "method and status code (NOT_FOUND answers a poll for a key not set "
-      "yet).\n# TYPE strata_rendezvous_requests_total counter\n";
+void RendezvousService::AddMetrics(MetricFamilies* families) const {
+  prometheus::MetricFamily& requests_family = AddFamily(
+      families, "strata_rendezvous_requests_total",
+      "Rendezvous RPCs handled, by method and status code (NOT_FOUND answers "
+      "a poll for a key not set yet).",
+      prometheus::MetricType::Counter);
   for (Method method : {Method::kSetValue, Method::kGetValue}) {
     for (size_t c = 0; c < kNumCodes; ++c) {
       const absl::StatusCode code = static_cast<absl::StatusCode>(c);
       const uint64_t n = requests(method, code);
       if (n == 0 && code != absl::StatusCode::kOk) continue;
-      absl::StrAppend(&out, "strata_rendezvous_requests_total{method=\"",
-                      MethodName(method), "\",code=\"",
-                      absl::StatusCodeToString(code), "\"} ", n, "\n");
+      AddSample(requests_family,
+                {{"method", MethodName(method)},
+                 {"code", absl::StatusCodeToString(code)}},
+                static_cast<double>(n));
     }
   }
-  absl::StrAppend(
-      &out,
-      "# HELP strata_rendezvous_keys Keys the rendezvous store holds.\n"
-      "# TYPE strata_rendezvous_keys gauge\nstrata_rendezvous_keys ",
-      store_->num_keys(),
-      "\n# HELP strata_rendezvous_bytes Bytes of keys and values the "
-      "rendezvous store holds.\n# TYPE strata_rendezvous_bytes gauge\n"
-      "strata_rendezvous_bytes ",
-      store_->total_bytes(), "\n");
-  return out;
+  AddGauge(families, "strata_rendezvous_keys",
+           "Keys the rendezvous store holds.",
+           static_cast<double>(store_->num_keys()));
+  AddGauge(families, "strata_rendezvous_bytes",
+           "Bytes of keys and values the rendezvous store holds.",
+           static_cast<double>(store_->total_bytes()));
 }
 
 }  // namespace strata

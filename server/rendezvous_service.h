@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "common/metrics.h"
 #include "proto/strata.grpc.pb.h"
 
 namespace strata {
@@ -69,9 +70,9 @@ class RendezvousService final : public v1::Rendezvous::CallbackService {
   uint64_t requests(Method method, absl::StatusCode code) const;
   size_t num_keys() const;
 
-  // Prometheus text: strata_rendezvous_requests_total{method,code} and the
-  // keys and bytes held.
-  std::string PrometheusText() const;
+  // Its /metrics families: strata_rendezvous_requests_total{method,code} and
+  // the keys and bytes held.
+  void AddMetrics(MetricFamilies* families) const;
 
  private:
   static constexpr size_t kNumMethods = 2;

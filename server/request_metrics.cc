@@ -1,8 +1,5 @@
 #include "server/request_metrics.h"
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
-
 namespace strata {
 namespace {
 
@@ -60,15 +57,7 @@ void RequestMetrics::Record(ShardMethod method, absl::StatusCode code,
                        ? static_cast<size_t>(code)
                        : static_cast<size_t>(absl::StatusCode::kUnknown);
   counts_[m][c].fetch_add(1, std::memory_order_relaxed);
-  const double seconds = absl::ToDoubleSeconds(latency);
-  size_t bucket = 0;
-  while (bucket < kLatencyBounds.size() && seconds > kLatencyBounds[bucket]) {
-    ++bucket;
-  }
-  latency_buckets_[m][bucket].fetch_add(1, std::memory_order_relaxed);
-  latency_sum_micros_[m].fetch_add(
-      static_cast<uint64_t>(absl::ToInt64Microseconds(latency)),
-      std::memory_order_relaxed);
+  latency_[m].Observe(absl::ToDoubleSeconds(latency));
 }
 
 uint64_t RequestMetrics::requests(ShardMethod method) const {
@@ -89,57 +78,36 @@ uint64_t RequestMetrics::failed_requests() const {
   return total;
 }
 
-std::string RequestMetrics::PrometheusText() const {
-  std::string out =
-      "# HELP strata_server_requests_total RPCs handled, by method and "
-      "status code.\n# TYPE strata_server_requests_total counter\n";
+void RequestMetrics::AddMetrics(MetricFamilies* families) const {
+  prometheus::MetricFamily& requests =
+      AddFamily(families, "strata_server_requests_total",
+                "RPCs handled, by method and status code.",
+                prometheus::MetricType::Counter);
   for (size_t m = 0; m < kMethods; ++m) {
     for (size_t c = 0; c < kCodes; ++c) {
       const uint64_t n = counts_[m][c].load(std::memory_order_relaxed);
       if (n == 0 && c != 0) continue;
-      absl::StrAppend(&out, "strata_server_requests_total{method=\"",
-                      MethodName(static_cast<ShardMethod>(m)), "\",code=\"",
-                      CodeName(c), "\"} ", n, "\n");
+      AddSample(requests,
+                {{"method", MethodName(static_cast<ShardMethod>(m))},
+                 {"code", CodeName(c)}},
+                static_cast<double>(n));
     }
   }
-  absl::StrAppend(&out,
-                  "# HELP strata_server_request_duration_seconds RPC latency "
-                  "by method.\n# TYPE strata_server_request_duration_seconds "
-                  "histogram\n");
+  prometheus::MetricFamily& latency =
+      AddFamily(families, "strata_server_request_duration_seconds",
+                "RPC latency by method, from the call's arrival to its answer.",
+                prometheus::MetricType::Histogram);
   for (size_t m = 0; m < kMethods; ++m) {
-    const char* name = MethodName(static_cast<ShardMethod>(m));
-    uint64_t cumulative = 0;
-    for (size_t b = 0; b <= kLatencyBounds.size(); ++b) {
-      cumulative += latency_buckets_[m][b].load(std::memory_order_relaxed);
-      const std::string bound = b < kLatencyBounds.size()
-                                    ? absl::StrFormat("%g", kLatencyBounds[b])
-                                    : "+Inf";
-      absl::StrAppend(&out,
-                      "strata_server_request_duration_seconds_bucket{method=\"",
-                      name, "\",le=\"", bound, "\"} ", cumulative, "\n");
-    }
-    absl::StrAppend(
-        &out, "strata_server_request_duration_seconds_sum{method=\"", name,
-        "\"} ", absl::StrFormat("%.6f", latency_sum_micros_[m].load() / 1e6),
-        "\n", "strata_server_request_duration_seconds_count{method=\"", name,
-        "\"} ", cumulative, "\n");
+    latency_[m].AddTo(latency,
+                      {{"method", MethodName(static_cast<ShardMethod>(m))}});
   }
-  absl::StrAppend(
-      &out,
-      "# HELP strata_server_keys_pulled_total Keys answered by Pull.\n"
-      "# TYPE strata_server_keys_pulled_total counter\n"
-      "strata_server_keys_pulled_total ",
-      keys_pulled(),
-      "\n# HELP strata_server_keys_pushed_total Keys updated by Push.\n"
-      "# TYPE strata_server_keys_pushed_total counter\n"
-      "strata_server_keys_pushed_total ",
-      keys_pushed(),
-      "\n# HELP strata_server_duplicate_pushes_total Retried pushes "
-      "acknowledged without being applied again.\n"
-      "# TYPE strata_server_duplicate_pushes_total counter\n"
-      "strata_server_duplicate_pushes_total ",
-      duplicate_pushes(), "\n");
-  return out;
+  AddCounter(families, "strata_server_keys_pulled_total",
+             "Keys answered by Pull.", static_cast<double>(keys_pulled()));
+  AddCounter(families, "strata_server_keys_pushed_total",
+             "Keys updated by Push.", static_cast<double>(keys_pushed()));
+  AddCounter(families, "strata_server_duplicate_pushes_total",
+             "Retried pushes acknowledged without being applied again.",
+             static_cast<double>(duplicate_pushes()));
 }
 
 }  // namespace strata

@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "common/metrics.h"
 
 namespace strata {
 
@@ -28,11 +29,6 @@ enum class ShardMethod {
 // method, and key counters. Lock-free; thread-safe.
 class RequestMetrics {
  public:
-  // Upper bounds of the latency buckets, in seconds.
-  static constexpr std::array<double, 12> kLatencyBounds = {
-      0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-      0.01,   0.025,   0.05,   0.1,   0.5,    2.5};
-
   void Record(ShardMethod method, absl::StatusCode code,
               absl::Duration latency);
   void AddKeysPulled(uint64_t n) { keys_pulled_ += n; }
@@ -45,8 +41,10 @@ class RequestMetrics {
   uint64_t keys_pushed() const { return keys_pushed_; }
   uint64_t duplicate_pushes() const { return duplicate_pushes_; }
 
-  // Prometheus text exposition of the counters above.
-  std::string PrometheusText() const;
+  // The families of the counters above: strata_server_requests_total,
+  // strata_server_request_duration_seconds, strata_server_keys_*_total and
+  // strata_server_duplicate_pushes_total.
+  void AddMetrics(MetricFamilies* families) const;
 
   static const char* MethodName(ShardMethod method);
 
@@ -55,10 +53,7 @@ class RequestMetrics {
   static constexpr size_t kCodes = 17;
 
   std::array<std::array<std::atomic<uint64_t>, kCodes>, kMethods> counts_{};
-  std::array<std::array<std::atomic<uint64_t>, kLatencyBounds.size() + 1>,
-             kMethods>
-      latency_buckets_{};
-  std::array<std::atomic<uint64_t>, kMethods> latency_sum_micros_{};
+  std::array<AtomicHistogram, kMethods> latency_{};
   std::atomic<uint64_t> keys_pulled_{0};
   std::atomic<uint64_t> keys_pushed_{0};
   std::atomic<uint64_t> duplicate_pushes_{0};

@@ -22,6 +22,7 @@
 #include "common/daemon_flags.h"
 #include "common/http_server.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "common/tls.h"
 #include "grpcpp/grpcpp.h"
 #include "serving/checkpoint_loader.h"
@@ -285,8 +286,12 @@ int Run() {
       return HttpServer::Response{200, "text/plain", "ok\n"};
     });
     http.Handle("/metrics", [&service] {
-      return HttpServer::Response{200, "text/plain; version=0.0.4",
-                                  service.PrometheusText()};
+      MetricFamilies families;
+      AddBuildInfo(&families, "strata-serving");
+      AddProcessMetrics(&families);
+      service.AddMetrics(&families);
+      return HttpServer::Response{200, kMetricsContentType,
+                                  MetricsText(families)};
     });
     // A page for people: the same numbers, reloading itself.
     http.Handle("/status", [&service] {

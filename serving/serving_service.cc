@@ -33,6 +33,92 @@ v1::FollowedShard ToProto(const FollowState& state) {
   return shard;
 }
 
+// The followed shards: connection, positions, lag, stream counters, replica
+// groups and freshness, each labelled with the shard index.
+void AddShardMetrics(const std::vector<FollowState>& shards,
+                     MetricFamilies* families) {
+  using prometheus::MetricType;
+  const struct {
+    const char* name;
+    const char* help;
+    MetricType type;
+    double (*value)(const FollowState&);
+  } series[] = {
+      {"strata_serving_shard_connected",
+       "1 while the stream from the shard is up.", MetricType::Gauge,
+       [](const FollowState& s) { return s.connected ? 1.0 : 0.0; }},
+      {"strata_serving_shard_applied_sequence",
+       "The shard's last change applied here.", MetricType::Gauge,
+       [](const FollowState& s) {
+         return static_cast<double>(s.applied_sequence);
+       }},
+      {"strata_serving_shard_latest_sequence",
+       "The shard's last change, as it last said.", MetricType::Gauge,
+       [](const FollowState& s) {
+         return static_cast<double>(s.latest_sequence);
+       }},
+      {"strata_serving_shard_lag_seconds",
+       "Age of the oldest change of the shard not applied here.",
+       MetricType::Gauge, [](const FollowState& s) { return s.lag_seconds; }},
+      {"strata_serving_shard_snapshots_total",
+       "Full snapshots received from the shard.", MetricType::Counter,
+       [](const FollowState& s) { return static_cast<double>(s.snapshots); }},
+      {"strata_serving_shard_resumes_total",
+       "Streams resumed from the stored position.", MetricType::Counter,
+       [](const FollowState& s) { return static_cast<double>(s.resumes); }},
+      {"strata_serving_shard_updates_total",
+       "Deltas and table creations applied.", MetricType::Counter,
+       [](const FollowState& s) { return static_cast<double>(s.updates); }},
+      {"strata_serving_shard_replica_switches_total",
+       "Times the stream moved to another replica of the shard.",
+       MetricType::Counter,
+       [](const FollowState& s) {
+         return static_cast<double>(s.replica_switches);
+       }},
+      // 0 until a replicated shard's primary has described its group.
+      {"strata_serving_shard_primary_term",
+       "Term of the replicated shard's primary (0: not replicated).",
+       MetricType::Gauge,
+       [](const FollowState& s) {
+         return s.replica_group ? static_cast<double>(s.replica_group->term())
+                                : 0.0;
+       }},
+  };
+  for (const auto& one : series) {
+    prometheus::MetricFamily& family =
+        AddFamily(families, one.name, one.help, one.type);
+    for (const FollowState& s : shards) {
+      AddSample(family, {{"shard", absl::StrCat(s.shard_index)}}, one.value(s));
+    }
+  }
+  prometheus::MetricFamily& replica_lag = AddFamily(
+      families, "strata_serving_shard_replica_lag",
+      "Updates a replicated shard's follower replica is behind its primary, "
+      "as the primary last said.",
+      MetricType::Gauge);
+  for (const FollowState& s : shards) {
+    if (s.replica_group == nullptr) continue;
+    for (const v1::FollowerInfo& follower : s.replica_group->followers()) {
+      AddSample(
+          replica_lag,
+          {{"shard", absl::StrCat(s.shard_index)},
+           {"replica", follower.replica_id()}},
+          static_cast<double>(ReplicaLag(s.replica_group->position_sequence(),
+                                         follower.acknowledged_sequence())));
+    }
+  }
+  prometheus::MetricFamily& freshness = AddFamily(
+      families, "strata_serving_freshness_seconds",
+      "Time from a push's acknowledgement on a training shard to its rows "
+      "being visible here.",
+      MetricType::Histogram);
+  for (const FollowState& s : shards) {
+    AddHistogramSample(freshness, {{"shard", absl::StrCat(s.shard_index)}},
+                       FollowState::kFreshnessBounds, s.freshness_buckets,
+                       s.freshness_sum_seconds);
+  }
+}
+
 }  // namespace
 
 ServingService::ServingService(const ServingServiceOptions& options)
@@ -47,9 +133,7 @@ void ServingService::Record(Method method, absl::StatusCode code,
   const size_t c = static_cast<size_t>(code);
   ++requests_[method]
              [c < kCodes ? c : static_cast<size_t>(absl::StatusCode::kUnknown)];
-  if (method == kLookup) {
-    lookup_micros_ += static_cast<uint64_t>(absl::ToInt64Microseconds(latency));
-  }
+  latency_[method].Observe(absl::ToDoubleSeconds(latency));
 }
 
 absl::Status ServingService::AuthorizeRead(grpc::CallbackServerContext* context,
@@ -162,111 +246,44 @@ std::string ServingService::StatusPage(int refresh_seconds) {
                           refresh_seconds);
 }
 
-std::string ServingService::PrometheusText() {
-  std::string out =
-      "# HELP strata_serving_requests_total Requests by method and code.\n"
-      "# TYPE strata_serving_requests_total counter\n";
+void ServingService::AddMetrics(MetricFamilies* families) {
+  prometheus::MetricFamily& requests = AddFamily(
+      families, "strata_serving_requests_total",
+      "Requests by method and status code.", prometheus::MetricType::Counter);
   for (size_t m = 0; m < kMethods; ++m) {
     for (size_t c = 0; c < kCodes; ++c) {
       const uint64_t n = requests_[m][c].load();
-      if (n == 0) continue;
-      absl::StrAppend(
-          &out, "strata_serving_requests_total{method=\"", kMethodNames[m],
-          "\",code=\"",
-          absl::StatusCodeToString(static_cast<absl::StatusCode>(c)), "\"} ", n,
-          "\n");
+      if (n == 0 && c != 0) continue;
+      AddSample(requests,
+                {{"method", kMethodNames[m]},
+                 {"code",
+                  absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}},
+                static_cast<double>(n));
     }
   }
-  absl::StrAppend(
-      &out,
-      "# TYPE strata_serving_lookup_seconds_total counter\n"
-      "strata_serving_lookup_seconds_total ",
-      static_cast<double>(lookup_micros_.load()) / 1e6,
-      "\n# TYPE strata_serving_keys_total counter\nstrata_serving_keys_total ",
-      keys_.load(),
-      "\n# HELP strata_serving_missing_keys_total Keys looked up that had no "
-      "row.\n# TYPE strata_serving_missing_keys_total counter\n"
-      "strata_serving_missing_keys_total ",
-      missing_keys_.load(), "\n");
-  const std::vector<FollowState> shards =
-      options_.shards ? options_.shards() : std::vector<FollowState>();
-  struct Series {
-    const char* name;
-    const char* type;
-    std::function<double(const FollowState&)> value;
-  };
-  const Series series[] = {
-      {"connected", "gauge", [](const FollowState& s) { return s.connected; }},
-      {"applied_sequence", "gauge",
-       [](const FollowState& s) { return s.applied_sequence; }},
-      {"latest_sequence", "gauge",
-       [](const FollowState& s) { return s.latest_sequence; }},
-      {"lag_seconds", "gauge",
-       [](const FollowState& s) { return s.lag_seconds; }},
-      {"snapshots_total", "counter",
-       [](const FollowState& s) { return s.snapshots; }},
-      {"resumes_total", "counter",
-       [](const FollowState& s) { return s.resumes; }},
-      {"updates_total", "counter",
-       [](const FollowState& s) { return s.updates; }},
-      {"replica_switches_total", "counter",
-       [](const FollowState& s) { return s.replica_switches; }},
-      // 0 until a replicated shard's primary has described its group.
-      {"primary_term", "gauge",
-       [](const FollowState& s) {
-         return s.replica_group ? s.replica_group->term() : 0;
-       }},
-  };
-  for (const Series& one : series) {
-    absl::StrAppend(&out, "# TYPE strata_serving_shard_", one.name, " ",
-                    one.type, "\n");
-    for (const FollowState& s : shards) {
-      absl::StrAppend(&out, "strata_serving_shard_", one.name, "{shard=\"",
-                      s.shard_index, "\"} ", one.value(s), "\n");
-    }
+  prometheus::MetricFamily& latency = AddFamily(
+      families, "strata_serving_request_duration_seconds",
+      "Request latency by method, from the call's arrival to its answer "
+      "(queueing included).",
+      prometheus::MetricType::Histogram);
+  for (size_t m = 0; m < kMethods; ++m) {
+    latency_[m].AddTo(latency, {{"method", kMethodNames[m]}});
   }
-  absl::StrAppend(&out,
-                  "# HELP strata_serving_shard_replica_lag Updates a "
-                  "replicated shard's follower replica is behind its "
-                  "primary, as the primary last said.\n"
-                  "# TYPE strata_serving_shard_replica_lag gauge\n");
-  for (const FollowState& s : shards) {
-    if (s.replica_group == nullptr) continue;
-    for (const v1::FollowerInfo& follower : s.replica_group->followers()) {
-      absl::StrAppend(&out, "strata_serving_shard_replica_lag{shard=\"",
-                      s.shard_index, "\",replica=\"", follower.replica_id(),
-                      "\"} ",
-                      ReplicaLag(s.replica_group->position_sequence(),
-                                 follower.acknowledged_sequence()),
-                      "\n");
-    }
-  }
-  absl::StrAppend(&out,
-                  "# HELP strata_serving_freshness_seconds Time from a "
-                  "push's acknowledgement on a training shard to its rows "
-                  "being visible here.\n"
-                  "# TYPE strata_serving_freshness_seconds histogram\n");
-  for (const FollowState& s : shards) {
-    const auto& bounds = FollowState::kFreshnessBounds;
-    uint64_t cumulative = 0;
-    for (size_t b = 0; b <= bounds.size(); ++b) {
-      cumulative += s.freshness_buckets[b];
-      absl::StrAppend(&out, "strata_serving_freshness_seconds_bucket{shard=\"",
-                      s.shard_index, "\",le=\"",
-                      b < bounds.size() ? absl::StrCat(bounds[b]) : "+Inf",
-                      "\"} ", cumulative, "\n");
-    }
-    absl::StrAppend(&out, "strata_serving_freshness_seconds_sum{shard=\"",
-                    s.shard_index, "\"} ", s.freshness_sum_seconds, "\n",
-                    "strata_serving_freshness_seconds_count{shard=\"",
-                    s.shard_index, "\"} ", cumulative, "\n");
-  }
-  absl::StrAppend(&out, "# TYPE strata_serving_table_rows gauge\n");
+  AddCounter(families, "strata_serving_keys_total", "Keys looked up.",
+             static_cast<double>(keys_.load()));
+  AddCounter(families, "strata_serving_missing_keys_total",
+             "Keys looked up that had no row.",
+             static_cast<double>(missing_keys_.load()));
+  AddShardMetrics(
+      options_.shards ? options_.shards() : std::vector<FollowState>(),
+      families);
+  prometheus::MetricFamily& rows = AddFamily(
+      families, "strata_serving_table_rows",
+      "Rows this serving PS holds, per table.", prometheus::MetricType::Gauge);
   for (const ServingTableStats& t : options_.store->ListTables()) {
-    absl::StrAppend(&out, "strata_serving_table_rows{table=\"", t.config.name,
-                    "\"} ", t.num_rows, "\n");
+    AddSample(rows, {{"table", t.config.name}},
+              static_cast<double>(t.num_rows));
   }
-  return out;
 }
 
 }  // namespace strata

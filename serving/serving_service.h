@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "common/clock.h"
 #include "common/daemon.h"
+#include "common/metrics.h"
 #include "common/work_queue.h"
 #include "proto/strata.grpc.pb.h"
 #include "serving/serving_store.h"
@@ -73,9 +74,9 @@ class ServingService final
                         v1::LookupResponse& response);
   void DoStatus(v1::ServingStatusResponse& response);
 
-  // Prometheus text of the request counters, the followed shards and the
-  // tables.
-  std::string PrometheusText();
+  // The /metrics families of the requests (counts by code, latency
+  // histograms), the followed shards and the tables.
+  void AddMetrics(MetricFamilies* families);
   // The same as an HTML page (serving/status_page.h).
   std::string StatusPage(int refresh_seconds);
 
@@ -90,7 +91,7 @@ class ServingService final
 
   const ServingServiceOptions options_;
   std::array<std::array<std::atomic<uint64_t>, kCodes>, kMethods> requests_{};
-  std::atomic<uint64_t> lookup_micros_{0};
+  std::array<AtomicHistogram, kMethods> latency_{};
   std::atomic<uint64_t> keys_{0};
   std::atomic<uint64_t> missing_keys_{0};
   // Last member: destroyed first, finishing the lookups it still holds.

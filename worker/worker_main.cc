@@ -22,6 +22,7 @@
 #include "common/command_line.h"
 #include "common/http_server.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "worker/collective/collective.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/rendezvous.h"
@@ -115,8 +116,12 @@ int Run(const WorkerFlags& flags) {
       return HttpServer::Response{200, "text/plain", "ok\n"};
     });
     http.Handle("/metrics", [&metrics] {
-      return HttpServer::Response{200, "text/plain; version=0.0.4",
-                                  metrics.PrometheusText()};
+      MetricFamilies families;
+      AddBuildInfo(&families, "strata-worker");
+      AddProcessMetrics(&families);
+      metrics.AddMetrics(&families);
+      return HttpServer::Response{200, kMetricsContentType,
+                                  MetricsText(families)};
     });
     auto port = http.Start(flags.host, flags.metrics_port);
     if (!port.ok()) return fail("metrics server", port.status());

@@ -226,7 +226,9 @@ TEST_F(RendezvousServiceTest, MetricsCountRequestsByMethodAndCode) {
   EXPECT_EQ(service_->requests(Method::kGetValue, absl::StatusCode::kOk), 1u);
   EXPECT_EQ(service_->requests(Method::kGetValue, absl::StatusCode::kNotFound),
             2u);
-  const std::string text = service_->PrometheusText();
+  MetricFamilies families;
+  service_->AddMetrics(&families);
+  const std::string text = MetricsText(families);
   EXPECT_THAT(text, HasSubstr("strata_rendezvous_requests_total{method="
                               "\"GetValue\",code=\"NOT_FOUND\"} 2\n"));
   EXPECT_THAT(text, HasSubstr("strata_rendezvous_requests_total{method="

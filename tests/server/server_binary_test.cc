@@ -26,6 +26,7 @@
 namespace strata {
 namespace {
 
+using ::strata::testing::FamiliesWithoutHelp;
 using ::strata::testing::HttpGet;
 using ::strata::testing::IsOk;
 using ::strata::testing::IsOkAndHolds;
@@ -38,7 +39,9 @@ using ::strata::testing::StatusIs;
 using ::strata::testing::TempDir;
 using ::testing::AllOf;
 using ::testing::ElementsAreArray;
+using ::testing::Gt;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 using ::testing::Not;
 
 std::chrono::system_clock::time_point Deadline() {
@@ -359,6 +362,22 @@ TEST(ServerBinaryTest, MetricsCountRequestsAndHealthzAnswers) {
               IsOkAndHolds(3.0));
   EXPECT_THAT(SampleValue(after, "strata_table_rows{table=\"t\"}"),
               IsOkAndHolds(0.0));
+  // Two pulls went into the latency histogram of Pull.
+  EXPECT_THAT(SampleValue(after,
+                          "strata_server_request_duration_seconds_count{"
+                          "method=\"Pull\"}"),
+              IsOkAndHolds(pulls_before + 2));
+  EXPECT_THAT(SampleValue(after,
+                          "strata_server_request_duration_seconds_bucket{"
+                          "method=\"Pull\",le=\"+Inf\"}"),
+              IsOkAndHolds(pulls_before + 2));
+  EXPECT_THAT(after, HasSubstr("strata_build_info{program=\"strata-server\","
+                               "version=\""));
+  EXPECT_THAT(SampleValue(after, "process_resident_memory_bytes"),
+              IsOkAndHolds(Gt(1e6)));
+  EXPECT_THAT(SampleValue(after, "process_open_fds"), IsOkAndHolds(Gt(3)));
+  // Every family says what it is.
+  EXPECT_THAT(FamiliesWithoutHelp(after), IsEmpty());
 }
 
 TEST(ServerBinaryTest, MetricsShowTheStoreMemtablesGrowWithPushes) {

@@ -31,7 +31,9 @@ using ::strata::testing::ServingTestCluster;
 using ::strata::testing::SgdTable;
 using ::strata::testing::StatusIs;
 using ::testing::ElementsAreArray;
+using ::testing::Gt;
 using ::testing::HasSubstr;
+using ::testing::IsEmpty;
 
 constexpr uint32_t kUserDim = 8;
 constexpr uint32_t kItemDim = 3;
@@ -140,6 +142,20 @@ TEST_F(FollowTest, ServingEqualsTrainingByDeltasAndBySnapshot) {
   ASSERT_THAT(updates, IsOk());
   EXPECT_GT(*timed, 50);
   EXPECT_LE(*timed, *updates);
+  // Every lookup answered went into the latency histogram of Lookup.
+  absl::StatusOr<double> lookups = SampleValue(
+      *metrics, "strata_serving_requests_total{method=\"Lookup\",code=\"OK\"}");
+  ASSERT_THAT(lookups, IsOk());
+  EXPECT_GT(*lookups, 0);
+  EXPECT_THAT(SampleValue(*metrics,
+                          "strata_serving_request_duration_seconds_count{"
+                          "method=\"Lookup\"}"),
+              IsOkAndHolds(*lookups));
+  EXPECT_THAT(*metrics,
+              HasSubstr("strata_build_info{program=\"strata-serving\""));
+  EXPECT_THAT(SampleValue(*metrics, "process_cpu_seconds_total"),
+              IsOkAndHolds(Gt(0)));
+  EXPECT_THAT(testing::FamiliesWithoutHelp(*metrics), IsEmpty());
 
   // SIGTERM stops it cleanly; a new serving on an empty store gets the same
   // rows by snapshot.

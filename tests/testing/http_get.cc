@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -58,6 +59,18 @@ absl::StatusOr<double> SampleValue(absl::string_view text,
     }
   }
   return absl::NotFoundError(absl::StrCat("no sample ", series));
+}
+
+std::vector<std::string> FamiliesWithoutHelp(absl::string_view text) {
+  std::vector<std::string> missing;
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, "# TYPE ")) continue;
+    const std::string name(line.substr(0, line.find(' ')));
+    if (!absl::StrContains(text, absl::StrCat("# HELP ", name, " "))) {
+      missing.push_back(name);
+    }
+  }
+  return missing;
 }
 
 absl::StatusOr<int> MetricsPort(const ServerProcess& server) {

@@ -2,6 +2,7 @@
 #define STRATA_TESTS_TESTING_HTTP_GET_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -17,6 +18,9 @@ absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
 // The value of the sample `series` (name and labels) in Prometheus text.
 absl::StatusOr<double> SampleValue(absl::string_view text,
                                    absl::string_view series);
+
+// The families of Prometheus text that have a TYPE line but no HELP line.
+std::vector<std::string> FamiliesWithoutHelp(absl::string_view text);
 
 // The metrics port a daemon bound, from its start line ("... serving on
 // ... metrics_port=N ...").

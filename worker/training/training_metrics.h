@@ -6,10 +6,11 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "common/metrics.h"
 
 namespace strata {
 
-// What a training rank exports on its metrics port, in Prometheus text:
+// What a training rank exports on its metrics port (/metrics):
 // steps, examples, the last progress interval's loss and samples/s, the
 // last evaluation, pushed keys and skipped lines. The trainer writes, the
 // HTTP thread reads. Thread-safe.
@@ -27,7 +28,7 @@ class TrainingMetrics {
   void RecordPushedKeys(int64_t total);
   void RecordMalformedLines(int64_t total);
 
-  std::string PrometheusText() const;
+  void AddMetrics(MetricFamilies* families) const;
 
  private:
   mutable absl::Mutex mu_;
