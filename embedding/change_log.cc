@@ -1,5 +1,6 @@
 #include "embedding/change_log.h"
 
+#include <algorithm>
 #include <random>
 
 #include "absl/strings/str_cat.h"
@@ -30,8 +31,11 @@ size_t ChangeRecord::bytes() const {
   return total;
 }
 
-ChangeLog::ChangeLog(size_t max_bytes, Clock* clock)
-    : max_bytes_(max_bytes), clock_(clock), incarnation_(RandomIncarnation()) {}
+ChangeLog::ChangeLog(size_t max_bytes, Clock* clock, bool hold_until_published)
+    : max_bytes_(max_bytes),
+      clock_(clock),
+      hold_until_published_(hold_until_published),
+      incarnation_(RandomIncarnation()) {}
 
 uint64_t ChangeLog::incarnation() const {
   absl::MutexLock lock(&mu_);
@@ -43,11 +47,17 @@ uint64_t ChangeLog::latest_sequence() const {
   return latest_;
 }
 
+uint64_t ChangeLog::appended_sequence() const {
+  absl::MutexLock lock(&mu_);
+  return appended_;
+}
+
 uint64_t ChangeLog::Append(const Filler& fill) {
   auto record = std::make_shared<ChangeRecord>();
   absl::MutexLock lock(&mu_);
   fill(*record);
-  record->sequence = ++latest_;
+  record->sequence = ++appended_;
+  if (!hold_until_published_) latest_ = appended_;
   record->acknowledged = clock_->Now();
   bytes_ += record->bytes();
   records_.push_back(std::move(record));
@@ -56,13 +66,19 @@ uint64_t ChangeLog::Append(const Filler& fill) {
     bytes_ -= records_.front()->bytes();
     records_.pop_front();
   }
-  return latest_;
+  return appended_;
+}
+
+void ChangeLog::Publish(uint64_t through) {
+  absl::MutexLock lock(&mu_);
+  latest_ = std::max(latest_, std::min(through, appended_));
 }
 
 void ChangeLog::StartNewIncarnation() {
   absl::MutexLock lock(&mu_);
   incarnation_ = RandomIncarnation();
   latest_ = 0;
+  appended_ = 0;
   bytes_ = 0;
   records_.clear();
 }
@@ -83,8 +99,8 @@ absl::Status ChangeLog::ReadAfter(
         records_.empty() ? latest_ + 1 : records_.front()->sequence, ")"));
   }
   const size_t first = after + 1 - records_.front()->sequence;
-  for (size_t i = first; i < records_.size() && out->size() < max_records;
-       ++i) {
+  const size_t published = latest_ + 1 - records_.front()->sequence;
+  for (size_t i = first; i < published && out->size() < max_records; ++i) {
     out->push_back(records_[i]);
   }
   return absl::OkStatus();

@@ -316,6 +316,9 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
   change_log_.Append([&config](ChangeRecord& record) {
     record.created_table = std::make_unique<EmbeddingTableConfig>(config);
   });
+  // Its write was synced, and with it every push before it (kSync holds
+  // their records until an fsync covers them).
+  change_log_.Publish(change_log_.appended_sequence());
   STRATA_LOG(INFO, "store") << "created table " << SerializeTableConfig(config);
   return true;
 }

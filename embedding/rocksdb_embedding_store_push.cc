@@ -114,6 +114,19 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
   // shared lock keeps Restore from closing the database meanwhile.
   absl::ReaderMutexLock lock(&commit_mu_);
   STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  STRATA_RETURN_IF_ERROR(SyncLogAndPublishLocked());
+  return false;
+}
+
+absl::Status RocksDbEmbeddingStore::SyncLogAndPublishLocked() {
+  // Read first: what was appended before the fsync began was also written
+  // to the log before it (no push holds commit_mu_ exclusively now).
+  const uint64_t covered = change_log_.appended_sequence();
+  if (fsync_failed_.load()) {
+    return absl::UnavailableError(
+        "an earlier fsync of the log failed: nothing more is published "
+        "until the shard restarts");
+  }
   rocksdb::Status s = db_->SyncWAL();
   if (!s.ok()) {
     absl::Status error = absl::InternalError(
@@ -122,7 +135,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
     fsync_failed_.store(true);
     return error;
   }
-  return false;
+  change_log_.Publish(covered);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<EmbeddingTable*>>

@@ -67,6 +67,11 @@ RocksDbEmbeddingStore::OpenValueSnapshot(absl::Span<const std::string> names) {
   if (options_.durability == Durability::kPeriodic) {
     STRATA_RETURN_IF_ERROR(FlushLocked());
   }
+  if (options_.durability == Durability::kSync) {
+    // The snapshot must hold no push whose fsync is still to come (or
+    // failed): sync first, which also publishes what it covers.
+    STRATA_RETURN_IF_ERROR(SyncLogAndPublishLocked());
+  }
   std::vector<EmbeddingTableConfig> configs;
   std::vector<TableId> ids;
   {

@@ -53,7 +53,11 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
       : options_(options),
         files_(options.data_dir, options.file_system),
         deduplicator_(options.clock),
-        change_log_(options.change_log_bytes, options.clock) {}
+        // In kSync mode a push reaches the change stream only once the
+        // fsync that makes it durable has succeeded.
+        change_log_(
+            options.change_log_bytes, options.clock,
+            /*hold_until_published=*/options.durability == Durability::kSync) {}
 
   ~RocksDbEmbeddingStore() override {
     if (evictor_.joinable()) {
@@ -164,6 +168,10 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::Status WriteLocked(rocksdb::WriteBatch& batch, bool sync)
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   void NoteWriteError(const absl::Status& error);
+  // kSync: fsyncs the log, then publishes every change appended before the
+  // fsync. On failure, pushes are refused until a restart (the page cache
+  // may have dropped what the log held), and nothing more is published.
+  absl::Status SyncLogAndPublishLocked() ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   // The two push paths, each under one scoped lock of commit_mu_: kSync and
   // kGroup hold it exclusively and write each push before it reaches
   // memory; kPeriodic holds it shared and updates memory only.

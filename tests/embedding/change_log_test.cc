@@ -100,5 +100,35 @@ TEST(ChangeLogTest, WaitForChangeReturnsOnAppendOrDeadline) {
   EXPECT_TRUE(log.WaitForChange(0, absl::Now() + absl::Seconds(10)));
 }
 
+TEST(ChangeLogTest, HeldRecordsStayUnreadUntilPublished) {
+  ChangeLog log(1 << 20, Clock::Real(), /*hold_until_published=*/true);
+  EXPECT_EQ(log.Append(Rows(1)), 1u);
+  EXPECT_EQ(log.Append(Rows(1)), 2u);
+  EXPECT_EQ(log.appended_sequence(), 2u);
+  EXPECT_EQ(log.latest_sequence(), 0u);
+  std::vector<std::shared_ptr<const ChangeRecord>> read;
+  ASSERT_THAT(log.ReadAfter(0, 10, &read), IsOk());
+  EXPECT_TRUE(read.empty());
+  EXPECT_FALSE(log.WaitForChange(0, absl::Now() + absl::Milliseconds(10)));
+
+  log.Publish(1);
+  EXPECT_EQ(log.latest_sequence(), 1u);
+  ASSERT_THAT(log.ReadAfter(0, 10, &read), IsOk());
+  EXPECT_EQ(Sequences(read), std::vector<uint64_t>({1}));
+  EXPECT_THAT(log.ReadAfter(1, 10, &read), IsOk());
+  EXPECT_THAT(log.ReadAfter(2, 10, &read),
+              StatusIs(absl::StatusCode::kOutOfRange));
+
+  // Never past what was appended, never backwards.
+  log.Publish(99);
+  EXPECT_EQ(log.latest_sequence(), 2u);
+  log.Publish(1);
+  EXPECT_EQ(log.latest_sequence(), 2u);
+  EXPECT_TRUE(log.WaitForChange(1, absl::Now() + absl::Seconds(10)));
+  read.clear();
+  ASSERT_THAT(log.ReadAfter(0, 10, &read), IsOk());
+  EXPECT_EQ(Sequences(read), std::vector<uint64_t>({1, 2}));
+}
+
 }  // namespace
 }  // namespace strata

@@ -200,6 +200,42 @@ TEST_P(SerialStoreFaultTest, FailedPushWriteIsAppliedNowhere) {
   EXPECT_EQ(Pull(keys), after);
 }
 
+TEST_F(StoreFaultTest, FailedFsyncInSyncModeReachesNoFollowerAndNoRetry) {
+  ASSERT_THAT(Open(Durability::kSync), IsOk());
+  ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());
+  const std::vector<FeatureId> keys = Keys(10, 20);
+  ASSERT_THAT(Push(keys, 1.0f, {"trainer", 1}), IsOkAndHolds(false));
+  const std::vector<float> before = Pull(keys);
+  const uint64_t sequence = store_->change_log().latest_sequence();
+
+  // The log's append works, its fsync fails: the push's durability is
+  // unknown, so the caller gets an error and no follower may see it.
+  faults_->FailSyncs(0);
+  EXPECT_THAT(Push(keys, 1.0f, {"trainer", 2}),
+              StatusIs(absl::StatusCode::kInternal, HasSubstr("fsync")));
+  EXPECT_EQ(store_->change_log().latest_sequence(), sequence);
+  std::vector<std::shared_ptr<const ChangeRecord>> records;
+  ASSERT_THAT(store_->change_log().ReadAfter(sequence, 10, &records), IsOk());
+  EXPECT_TRUE(records.empty());
+  // Nor a new follower's snapshot, nor later pushes.
+  EXPECT_THAT(store_->OpenValueSnapshot({}),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("fsync")));
+  faults_->Heal();
+  EXPECT_THAT(Push(keys, 1.0f, {"trainer", 3}),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("fsync")));
+  EXPECT_EQ(store_->change_log().latest_sequence(), sequence);
+
+  // After the restart the store holds what its log holds. Here the page
+  // cache kept the append, so the push is there exactly once, with its push
+  // window: the client's retry is acknowledged without applying it again.
+  ASSERT_THAT(Open(Durability::kSync), IsOk());
+  const std::vector<float> after = Pull(keys);
+  EXPECT_FLOAT_EQ(after[0], before[0] - 0.5f);
+  EXPECT_THAT(Push(keys, 1.0f, {"trainer", 2}), IsOkAndHolds(true));
+  EXPECT_EQ(Pull(keys), after);
+  EXPECT_THAT(Push(keys, 1.0f, {"trainer", 3}), IsOkAndHolds(false));
+}
+
 TEST_P(SerialStoreFaultTest, FullDiskRefusesPushesKeepsPullsAndRecovers) {
   ASSERT_THAT(Open(GetParam()), IsOk());
   ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());

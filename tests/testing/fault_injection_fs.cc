@@ -68,6 +68,14 @@ std::unique_ptr<rocksdb::Env> FaultInjectionFileSystem::NewEnv() {
 
 void FaultInjectionFileSystem::FailWrites(int64_t after, bool no_space) {
   no_space_.store(no_space);
+  syncs_only_.store(false);
+  countdown_.store(after);
+  armed_.store(true);
+}
+
+void FaultInjectionFileSystem::FailSyncs(int64_t after) {
+  no_space_.store(false);
+  syncs_only_.store(true);
   countdown_.store(after);
   armed_.store(true);
 }
@@ -75,6 +83,10 @@ void FaultInjectionFileSystem::FailWrites(int64_t after, bool no_space) {
 void FaultInjectionFileSystem::Heal() { armed_.store(false); }
 
 rocksdb::IOStatus FaultInjectionFileSystem::MaybeFail(const char* what) {
+  const std::string kind = what;
+  if (syncs_only_.load() && kind != "sync" && kind != "fsync") {
+    return rocksdb::IOStatus::OK();
+  }
   if (!armed_.load() || countdown_.fetch_sub(1) > 0) {
     return rocksdb::IOStatus::OK();
   }

@@ -35,6 +35,9 @@ class FaultInjectionFileSystem final : public rocksdb::FileSystemWrapper {
 
   // From the call after the next `after` writes on, every write fails.
   void FailWrites(int64_t after, bool no_space);
+  // The same for syncs (fsync, fdatasync, range syncs) only: appends still
+  // work, as when a disk loses what the page cache held.
+  void FailSyncs(int64_t after);
   void Heal();
   // Writes that failed so far.
   int64_t failures() const { return failures_.load(); }
@@ -58,6 +61,7 @@ class FaultInjectionFileSystem final : public rocksdb::FileSystemWrapper {
   std::atomic<bool> armed_{false};
   std::atomic<int64_t> countdown_{0};
   std::atomic<bool> no_space_{false};
+  std::atomic<bool> syncs_only_{false};
   std::atomic<int64_t> failures_{0};
 };
 
