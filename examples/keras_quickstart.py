@@ -3,7 +3,7 @@
 Strata training cluster, checkpoint it, and export it to serve from
 strata-serving alone.
 
-  pip install tensorflow-cpu && pip install ./python   # builds the op library
+  pip install ./python tensorflow-cpu   # the op library builds at first import
   strata-server --port=50051 --data_dir=/tmp/ps &
   strata-serving --port=50061 --shards=127.0.0.1:50051 --data_dir=/tmp/sv &
   python keras_quickstart.py --shards=127.0.0.1:50051 \\

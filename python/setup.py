@@ -11,8 +11,12 @@ TensorFlow, build_py also builds libstrata_tf_ops.so (and the client library
 it loads) against that TensorFlow, with CMake in the checkout's build
 directory (STRATA_BUILD_DIR, default <checkout>/build), and packages both
 next to strata/tf, where `import strata.tf` finds them. Without TensorFlow
-the rest is installed and a line says how to add the op library
-(STRATA_TF_OPS=0 skips it). pip builds in an isolated environment, but
+(also when it comes in the same pip command, which pip installs after it
+built strata) the checkout and build directory are recorded next to
+strata/tf (_checkout.json), and the first `import strata.tf` builds the
+library there against the TensorFlow it finds and copies it into the
+package (strata/tf/_build.py does both builds). STRATA_TF_OPS=0 skips all
+of it. pip builds in an isolated environment, but
 with the interpreter of the target environment: the build runs that
 interpreter with the isolation's PYTHONPATH removed, so it sees the
 target's packages.
@@ -23,10 +27,10 @@ other than the one its protoc matches, and grpcio-tools declares that range.
 """
 
 import importlib.metadata
+import importlib.util
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 
@@ -74,8 +78,14 @@ def generate_protos():
         _fix_imports(generated)
 
 
-TF_LIBRARIES = ("libstrata_tf_ops.so", "libstrata_tf_ops.so.tf_version",
-                "libstrata_tf_client.so")
+def _load_build_module():
+    """strata/tf/_build.py, loaded by path: importing the package would
+    import TensorFlow."""
+    spec = importlib.util.spec_from_file_location(
+        "strata_tf_build", HERE / "strata" / "tf" / "_build.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _target_environment():
@@ -99,47 +109,35 @@ def _target_tensorflow():
 
 def build_tf_ops(package_dir):
     """Builds the op library against the target's TensorFlow into
-    package_dir/strata/tf; False when there is no TensorFlow."""
-    if os.environ.get("STRATA_TF_OPS", "1") == "0":
-        return False
-    version = _target_tensorflow()
-    if version is None:
-        print("strata: no TensorFlow in this environment: strata.tf is "
-              "installed without its op library. To add it: pip install "
-              "tensorflow-cpu (or tensorflow), then pip install ./python "
-              "again.", file=sys.stderr)
-        return False
+    package_dir/strata/tf; False when there is no TensorFlow (yet).
+
+    Either way the checkout and its build directory are recorded there, so
+    that `import strata.tf` can build the library itself once TensorFlow is
+    installed (pip installs the packages of one command after building
+    strata)."""
+    tools = _load_build_module()
     repo = HERE.parent
     build = pathlib.Path(os.environ.get("STRATA_BUILD_DIR", repo / "build"))
-    cache = build / "CMakeCache.txt"
-    if cache.is_file() and re.search(r"^STRATA_(ASAN|TSAN):BOOL=ON",
-                                     cache.read_text(), re.MULTILINE):
-        raise RuntimeError(f"strata: {build} is a sanitizer build, which "
-                           "has no TF op library: set STRATA_BUILD_DIR to "
-                           "another build directory")
+    target = pathlib.Path(package_dir) / "strata" / "tf"
+    # pip builds in the source tree, whose build/lib keeps what an earlier
+    # build put there: never package a library of another build (or
+    # another TensorFlow).
+    for stale in (*tools.LIBRARIES, tools.CHECKOUT_FILE):
+        (target / stale).unlink(missing_ok=True)
+    if os.environ.get("STRATA_TF_OPS", "1") == "0":
+        return False
+    tools.write_checkout(target, repo, build)
+    version = _target_tensorflow()
+    if version is None:
+        print("strata: no TensorFlow in this environment yet: strata.tf "
+              "will build its op library from this checkout at its first "
+              "import once TensorFlow is installed (pip install "
+              "tensorflow-cpu)", file=sys.stderr)
+        return False
     print(f"strata: building the TF op library against TensorFlow {version} "
           f"in {build} (a first build takes minutes)", file=sys.stderr)
-    env = _target_environment()
-    lock = ["flock", "/tmp/strata-build.lock"] if shutil.which("flock") else []
-    jobs = os.environ.get("STRATA_BUILD_JOBS", str(os.cpu_count() or 2))
-    for command in (
-            ["cmake", "-S", str(repo), "-B", str(build),
-             f"-DSTRATA_TF_PYTHON={sys.executable}"],
-            ["cmake", "--build", str(build), "--target", "strata_tf_ops",
-             "-j", jobs]):
-        done = subprocess.run(lock + command, env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)
-        if done.returncode != 0:
-            raise RuntimeError(f"strata: {' '.join(command)} failed:\n"
-                               f"{done.stdout[-4000:]}")
-    target = pathlib.Path(package_dir) / "strata" / "tf"
-    for name in TF_LIBRARIES:
-        source = build / "lib" / name
-        if not source.is_file():
-            raise RuntimeError(f"strata: the build made no {source} (is "
-                               "TensorFlow importable by "
-                               f"{sys.executable}?)")
-        shutil.copy2(source, target / name)
+    lib = tools.build(repo, build, sys.executable, env=_target_environment())
+    tools.copy_libraries(lib, target)
     return True
 
 

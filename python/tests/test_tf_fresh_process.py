@@ -10,6 +10,7 @@ non-zero exit with the script's output in the failure.
 
 import json
 import os
+import pathlib
 import shutil
 import signal
 import subprocess
@@ -736,3 +737,56 @@ def test_readme_example_runs_from_another_directory_without_env_vars(
     assert got["served_equals_trained"], got
     assert got["losses"][-1] < got["losses"][0], got
     assert len(got["checkpoints"]) == 4, got
+
+
+def test_one_pip_command_installs_tf_support_for_the_readme_example(
+        shards, serving_address, tmp_path):
+    """`pip install ./python tensorflow-cpu` in ONE command into a fresh
+    virtual environment: pip builds strata before it installs TensorFlow,
+    so the op library comes from the checkout at the first import. Then the
+    README's example runs from another directory with no STRATA_* set."""
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True,
+                   timeout=120)
+    python = venv / "bin" / "python"
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith("STRATA_") and k not in
+             ("PYTHONPATH", "VIRTUAL_ENV")}
+    install_env = dict(clean)
+    build_dir = pathlib.Path(binary("strata-server")).parent.parent
+    if build_dir != REPO / "build":
+        install_env["STRATA_BUILD_DIR"] = str(build_dir)
+    # The versions python/run_tests.sh installs, so pip's cache has them.
+    installed = subprocess.run(
+        [str(python), "-m", "pip", "install", "-q",
+         "--disable-pip-version-check", "./python", "tensorflow-cpu==2.21.0",
+         "keras==3.15.1"],
+        cwd=REPO, env=install_env, capture_output=True, text=True,
+        timeout=900, stdin=subprocess.DEVNULL)
+    assert installed.returncode == 0, (installed.stdout +
+                                       installed.stderr)[-6000:]
+    package = pathlib.Path(subprocess.run(
+        [str(python), "-c", "import strata, pathlib; "
+         "print(pathlib.Path(strata.__file__).parent / 'tf')"],
+        cwd=tmp_path, env=clean, capture_output=True, text=True, check=True,
+        timeout=120).stdout.strip())
+    # No op library yet: TensorFlow came after strata's build.
+    assert not (package / "libstrata_tf_ops.so").exists()
+    assert (package / "_checkout.json").is_file()
+
+    env = dict(clean, TF_CPP_MIN_LOG_LEVEL="2")
+    example = REPO / "examples" / "keras_quickstart.py"
+    result = subprocess.run(
+        [str(python), str(example), f"--shards={shards}",
+         f"--serving={serving_address}", f"--out={tmp_path / 'out'}"],
+        cwd=tmp_path, env=env, capture_output=True, text=True,
+        timeout=CASE_TIMEOUT * 2, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, (result.stdout + result.stderr)[-6000:]
+    got = json.loads(result.stdout.strip().splitlines()[-1])
+    assert got["served_equals_trained"], got
+    assert got["losses"][-1] < got["losses"][0], got
+    # The library now lives in the package, built for this TensorFlow.
+    assert (package / "libstrata_tf_ops.so").is_file()
+    assert (package / "libstrata_tf_client.so").is_file()
+    assert (package / "libstrata_tf_ops.so.tf_version").read_text().strip() \
+        == "2.21.0"

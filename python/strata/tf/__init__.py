@@ -6,7 +6,10 @@ layer whose rows live there.
 
 The ops come from libstrata_tf_ops.so (tensorflow), found through
 STRATA_TF_OPS_LIBRARY, else next to this package, else in
-$STRATA_BIN_DIR/../lib, ./build/lib or the checkout's build/lib. It talks to
+$STRATA_BIN_DIR/../lib, ./build/lib or the checkout's build/lib; failing
+those, it is built once from the checkout strata was installed from (pip
+builds strata before it installs a TensorFlow of the same command) and
+copied next to this package. It talks to
 the PS through libstrata_tf_client.so, loaded so that Strata's
 gRPC/protobuf/Abseil never bind to TensorFlow's (docs/ARCHITECTURE.md).
 

@@ -2,12 +2,16 @@
 
 import os
 import pathlib
+import sys
 import threading
 
 import tensorflow as tf
 
+from strata.tf import _build
+
 LIBRARY_NAME = "libstrata_tf_ops.so"
 _REPO_BUILD_LIB = pathlib.Path(__file__).resolve().parents[3] / "build" / "lib"
+_PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 
 _lock = threading.Lock()
 _module = None
@@ -24,7 +28,7 @@ def candidate_paths():
     paths = []
     if os.environ.get("STRATA_TF_OPS_LIBRARY"):
         paths.append(pathlib.Path(os.environ["STRATA_TF_OPS_LIBRARY"]))
-    paths.append(pathlib.Path(__file__).resolve().parent / LIBRARY_NAME)
+    paths.append(_PACKAGE_DIR / LIBRARY_NAME)
     if os.environ.get("STRATA_BIN_DIR"):
         paths.append(pathlib.Path(os.environ["STRATA_BIN_DIR"]).parent /
                      "lib" / LIBRARY_NAME)
@@ -45,11 +49,46 @@ def library_path():
     for path in paths:
         if path.is_file():
             return path
+    if not os.environ.get("STRATA_TF_OPS_LIBRARY"):
+        built = build_from_checkout()
+        if built is not None:
+            return built
     raise FileNotFoundError(
         f"strata.tf: {LIBRARY_NAME} not found (looked in "
         f"{', '.join(str(p) for p in paths)}). Build it (make -C build "
         "strata_tf_ops, configured with a Python that has tensorflow: "
         "-DSTRATA_TF_PYTHON=...) and set STRATA_TF_OPS_LIBRARY to its path.")
+
+
+def build_from_checkout():
+    """The op library for this TensorFlow, built from the checkout strata was
+    installed from (recorded at install) and copied into the package; None
+    when no checkout was recorded or it is gone.
+
+    `pip install ./python tensorflow-cpu` builds strata before TensorFlow is
+    installed, so the library is made here, once: the recorded build
+    directory's library is used when it was built for this TensorFlow,
+    else the build directory is configured for this Python and the library
+    built (minutes the first time).
+    """
+    checkout = _build.read_checkout(_PACKAGE_DIR)
+    if checkout is None:
+        return None
+    repo, build_dir = checkout
+    lib = build_dir / "lib"
+    if _build.built_for(lib / LIBRARY_NAME) != tf.__version__:
+        print(f"strata.tf: building the op library for TensorFlow "
+              f"{tf.__version__} from {repo} in {build_dir}, once (a first "
+              "build takes minutes)", file=sys.stderr, flush=True)
+        try:
+            lib = _build.build(repo, build_dir, sys.executable)
+        except (OSError, RuntimeError) as e:
+            raise ImportError(f"strata.tf: could not build the op library: "
+                              f"{e}") from e
+    if os.access(_PACKAGE_DIR, os.W_OK):
+        _build.copy_libraries(lib, _PACKAGE_DIR)
+        return _PACKAGE_DIR / LIBRARY_NAME
+    return lib / LIBRARY_NAME
 
 
 def load_ops():
@@ -62,7 +101,13 @@ def load_ops():
     with _lock:
         if _module is None:
             path = library_path()
-            built_for = _built_for(path)
+            built_for = _build.built_for(path)
+            if (built_for not in (None, tf.__version__) and
+                    path.parent == _PACKAGE_DIR):
+                # TensorFlow was upgraded since: build for this one when the
+                # checkout is still there.
+                path = build_from_checkout() or path
+                built_for = _build.built_for(path)
             if built_for is not None and built_for != tf.__version__:
                 raise ImportError(
                     f"strata.tf: {path} was built for TensorFlow {built_for}, "
@@ -84,15 +129,6 @@ def load_ops():
                 tf.no_gradient(op)
             _module = module
         return _module
-
-
-def _built_for(path):
-    """The TensorFlow version the op library at `path` was built for (the
-    file CMake writes next to it), or None when that file is missing."""
-    try:
-        return pathlib.Path(str(path) + ".tf_version").read_text().strip()
-    except OSError:
-        return None
 
 
 def connection_attrs(shards, rpc_timeout=10.0, retry_deadline=30.0,
