@@ -18,6 +18,7 @@
 #include "common/command_line.h"
 #include "common/daemon.h"
 #include "common/daemon_flags.h"
+#include "common/file_system.h"
 #include "common/http_server.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -30,6 +31,7 @@
 #include "server/rendezvous_service.h"
 #include "server/replication/replica_group.h"
 #include "server/replication/replication_service.h"
+#include "server/shard_placement.h"
 #include "server/shard_service.h"
 
 ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free one (see --port_file).");
@@ -419,6 +421,16 @@ int Run() {
         << "cannot open --data_dir " << store_options.data_dir << ": "
         << store.status();
     return kExitRuntimeError;
+  }
+
+  ShardPlacement placement;
+  placement.shard_index = static_cast<uint32_t>(shard_index);
+  placement.num_shards = static_cast<uint32_t>(num_shards);
+  if (absl::Status placed = CheckShardPlacement(
+          *FileSystem::Default(), store_options.data_dir, placement);
+      !placed.ok()) {
+    STRATA_LOG(ERROR, "server") << placed.message();
+    return absl::IsFailedPrecondition(placed) ? kExitUsage : kExitRuntimeError;
   }
 
   absl::StatusOr<ReplicationSetup> replication = SetUpReplication(

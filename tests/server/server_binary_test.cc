@@ -5,14 +5,17 @@
 #include <cstdint>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "common/grpc_status.h"
+#include "common/hash.h"
 #include "embedding/embedding_table.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -188,6 +191,55 @@ TEST(ServerBinaryTest, ExitsWithUsageErrorForShardIndexOutOfRange) {
   STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
   EXPECT_EQ(exit.exit_code, 2) << exit.ToString();
   EXPECT_THAT(server.log(), HasSubstr("--shard_index 2 is outside 0..1"));
+}
+
+TEST(ServerBinaryTest, RefusesADataDirOfAnotherShardCountOrIndex) {
+  TempDir dir("server_binary_test");
+  auto started_as = [&](int shard_index, int num_shards) {
+    ServerProcessOptions options;
+    options.data_dir = dir.path() + "/shard";
+    options.flags = {absl::StrCat("--shard_index=", shard_index),
+                     absl::StrCat("--num_shards=", num_shards)};
+    return std::make_unique<ServerProcess>(options);
+  };
+  // A key of shard 0 of 2; the directory records that placement.
+  uint64_t key = 0;
+  while (DefaultBucketOwner(BucketOf(HashString("t"), key), 2) != 0) ++key;
+  std::vector<float> rows;
+  {
+    std::unique_ptr<ServerProcess> server = started_as(0, 2);
+    ASSERT_THAT(server->Start(), IsOk());
+    Client client(server->address());
+    ASSERT_THAT(client.CreateTable(TableConfig("t", v1::SGD)), IsOk());
+    ASSERT_THAT(client.Push("t", {key}, {1, 2, 3, 4}), IsOk());
+    STRATA_ASSERT_OK_AND_ASSIGN(rows, client.Pull("t", {key}));
+    STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server->Terminate());
+    ASSERT_EQ(exit.exit_code, 0) << server->log();
+  }
+  std::ifstream placement(dir.path() + "/shard/SHARD_PLACEMENT");
+  std::string text((std::istreambuf_iterator<char>(placement)),
+                   std::istreambuf_iterator<char>());
+  EXPECT_THAT(text,
+              AllOf(HasSubstr("shard_index=0\n"), HasSubstr("num_shards=2\n"),
+                    HasSubstr("map_version=1\n")));
+
+  // Another shard count, or another index, would make its rows
+  // unreachable: a usage error naming both placements.
+  for (auto [index, count] : {std::pair{0, 3}, std::pair{1, 2}}) {
+    std::unique_ptr<ServerProcess> server = started_as(index, count);
+    STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server->RunUntilExit());
+    EXPECT_EQ(exit.exit_code, 2) << server->log();
+    EXPECT_THAT(server->log(),
+                AllOf(HasSubstr("holds the rows of shard 0 of 2"),
+                      HasSubstr(absl::StrCat("started as shard ", index, " of ",
+                                             count)),
+                      HasSubstr("--shard_index=0 --num_shards=2")));
+  }
+
+  // The recorded placement starts, with its rows.
+  std::unique_ptr<ServerProcess> server = started_as(0, 2);
+  ASSERT_THAT(server->Start(), IsOk());
+  EXPECT_THAT(Client(server->address()).Pull("t", {key}), IsOkAndHolds(rows));
 }
 
 TEST(ServerBinaryTest, ExitsNonZeroWhenPortIsInUse) {
