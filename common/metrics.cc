@@ -201,6 +201,32 @@ void AtomicHistogram::AddTo(prometheus::MetricFamily& family,
       static_cast<double>(sum_nanos_.load(std::memory_order_relaxed)) / 1e9);
 }
 
+std::vector<uint64_t> AtomicHistogram::Counts() const {
+  std::vector<uint64_t> counts(bounds_.size() + 1);
+  for (size_t b = 0; b < counts.size(); ++b) {
+    counts[b] = counts_[b].load(std::memory_order_relaxed);
+  }
+  return counts;
+}
+
+double HistogramQuantile(absl::Span<const double> bounds,
+                         absl::Span<const uint64_t> counts, double q) {
+  uint64_t total = 0;
+  for (uint64_t c : counts) total += c;
+  if (total == 0 || bounds.empty()) return 0;
+  const double rank = q * static_cast<double>(total);
+  double below = 0;
+  for (size_t b = 0; b < bounds.size() && b < counts.size(); ++b) {
+    const double in_bucket = static_cast<double>(counts[b]);
+    if (below + in_bucket >= rank && in_bucket > 0) {
+      const double lower = b == 0 ? 0 : bounds[b - 1];
+      return lower + (bounds[b] - lower) * (rank - below) / in_bucket;
+    }
+    below += in_bucket;
+  }
+  return bounds.back();
+}
+
 uint64_t AtomicHistogram::count() const {
   uint64_t total = 0;
   for (size_t b = 0; b <= bounds_.size(); ++b) {

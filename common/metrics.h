@@ -58,6 +58,13 @@ void AddBuildInfo(MetricFamilies* families, const std::string& program);
 // descriptors, threads and start time.
 void AddProcessMetrics(MetricFamilies* families);
 
+// The q-quantile (0 < q < 1) of per-bucket counts (bounds.size() + 1 of
+// them), interpolated linearly inside its bucket as Prometheus's
+// histogram_quantile does: 0 without observations, the highest bound when
+// it falls above every bound.
+double HistogramQuantile(absl::Span<const double> bounds,
+                         absl::Span<const uint64_t> counts, double q);
+
 // A histogram that the hot path updates with relaxed atomics only. Bounds are
 // upper bounds in increasing order and must outlive the histogram (static
 // arrays). Thread-safe.
@@ -73,6 +80,9 @@ class AtomicHistogram {
   explicit AtomicHistogram(absl::Span<const double> bounds);
 
   void Observe(double value);
+  absl::Span<const double> bounds() const { return bounds_; }
+  // Per-bucket counts, bounds().size() + 1 of them.
+  std::vector<uint64_t> Counts() const;
   // Adds this histogram as one sample of `family`.
   void AddTo(prometheus::MetricFamily& family, MetricLabels labels) const;
   uint64_t count() const;

@@ -33,6 +33,8 @@
 #include "server/replication/replication_service.h"
 #include "server/shard_placement.h"
 #include "server/shard_service.h"
+#include "server/status_page.h"
+#include "server/traffic_history.h"
 
 ABSL_FLAG(int, port, 50051, "gRPC port; 0 picks a free one (see --port_file).");
 ABSL_FLAG(int, shard_index, 0, "Index of this shard, 0..num_shards-1.");
@@ -476,9 +478,31 @@ int Run() {
   }
   std::unique_ptr<grpc::Server> server = *std::move(started);
 
+  // The status page's charts: a sample of the traffic every second.
+  TrafficHistory traffic(&service.metrics());
+  TrafficSampler sampler(&traffic, absl::Seconds(1));
   HttpServer http;
   int metrics_port = -1;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    // A page for people: charts of the last minutes and the numbers of
+    // /metrics, reloading itself.
+    http.Handle("/status", [&] {
+      ShardStatusView view;
+      view.shard_index = static_cast<uint32_t>(shard_index);
+      view.num_shards = static_cast<uint32_t>(num_shards);
+      view.durability = std::string(DurabilityName(*durability));
+      view.tables = (*store)->ListTables();
+      view.storage = (*store)->GetStorageStats();
+      view.metrics = &service.metrics();
+      view.history = traffic.Samples();
+      ReplicaGroupStatus group;
+      if (replication->group) {
+        group = replication->group->GetStatus();
+        view.replication = &group;
+      }
+      return HttpServer::Response{200, "text/html; charset=utf-8",
+                                  RenderShardStatusPage(view, 2)};
+    });
     http.Handle("/healthz", [] {
       return HttpServer::Response{200, "text/plain", "ok\n"};
     });

@@ -36,6 +36,9 @@ class RequestMetrics {
   void AddDuplicatePush() { ++duplicate_pushes_; }
 
   uint64_t requests(ShardMethod method) const;
+  const AtomicHistogram& latency(ShardMethod method) const {
+    return latency_[static_cast<size_t>(method)];
+  }
   uint64_t failed_requests() const;
   uint64_t keys_pulled() const { return keys_pulled_; }
   uint64_t keys_pushed() const { return keys_pushed_; }

@@ -2,17 +2,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/html_page.h"
 #include "common/replica_lag.h"
 
 namespace strata {
 namespace {
-
-constexpr char kStyle[] =
-    "body{font-family:sans-serif;margin:1.5em}"
-    "table{border-collapse:collapse;margin-bottom:1.5em}"
-    "th,td{border:1px solid #bbb;padding:0.3em 0.7em;text-align:right}"
-    "th{background:#eee}.down{color:#b00;font-weight:bold}"
-    ".up{color:#070}";
 
 void AppendShards(const v1::ServingStatusResponse& status, std::string* out) {
   absl::StrAppend(out,
@@ -102,33 +96,6 @@ void AppendTables(const v1::ServingStatusResponse& status, std::string* out) {
 
 }  // namespace
 
-std::string HtmlEscape(const std::string& text) {
-  std::string out;
-  out.reserve(text.size());
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 std::string RenderStatusPage(const v1::ServingStatusResponse& status,
                              uint64_t keys_total, uint64_t missing_keys_total,
                              int refresh_seconds) {
@@ -149,7 +116,7 @@ std::string RenderStatusPage(const v1::ServingStatusResponse& status,
       "<span id=\"tables-total\">%d</span> tables; "
       "<span id=\"keys-total\">%d</span> keys looked up, "
       "<span id=\"missing-keys-total\">%d</span> without a row.</p>",
-      refresh_seconds, kStyle, HtmlEscape(status.mode()), connected,
+      refresh_seconds, kStatusPageStyle, HtmlEscape(status.mode()), connected,
       status.shards_size(), rows, status.tables_size(), keys_total,
       missing_keys_total);
   AppendShards(status, &out);

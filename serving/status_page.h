@@ -17,9 +17,6 @@ std::string RenderStatusPage(const v1::ServingStatusResponse& status,
                              uint64_t keys_total, uint64_t missing_keys_total,
                              int refresh_seconds);
 
-// `text` with &, <, >, " and ' escaped for HTML.
-std::string HtmlEscape(const std::string& text);
-
 }  // namespace strata
 
 #endif  // STRATA_SERVING_STATUS_PAGE_H_

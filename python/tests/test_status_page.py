@@ -2,6 +2,7 @@
 screenshot is taken, and the numbers in the rendered page equal those of
 /metrics at the same moment."""
 
+import os
 import re
 import shutil
 import subprocess
@@ -10,7 +11,7 @@ import urllib.request
 
 import pytest
 
-from strata_cluster import Cluster, binary
+from strata_cluster import Cluster, binary, free_port
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -111,4 +112,66 @@ def test_status_page_renders_the_numbers_of_metrics(cluster, tmp_path):
     assert int(cell(dom, "shard-0", "applied")) == metric(
         metrics, 'strata_serving_shard_applied_sequence{shard="0"}')
     assert cell(dom, "shard-0", "state") == "connected"
+    assert '<meta http-equiv="refresh"' in http_get(port, "/status")
+
+
+def test_training_shard_status_page_charts_and_numbers(cluster, tmp_path):
+    """A training shard's /status: charts of the last seconds' traffic (one
+    point per second), and tables whose numbers are those of /metrics."""
+    port = free_port()
+    shard = cluster.start_shard("shard", f"--metrics_port={port}")
+    shard_address = shard.wait_ready()
+
+    def ctl(*args):
+        subprocess.run([binary("stratactl"), f"--shards={shard_address}",
+                        *args], check=True, capture_output=True, timeout=30)
+
+    ctl("create-table", "page_t", "--dim=4", "--optimizer=adagrad")
+    # Traffic over several seconds, so that the charts have several points.
+    deadline = time.monotonic() + 60
+    round_number = 0
+    while True:
+        round_number += 1
+        ctl("push", "page_t", "--keys=11,22,33,44,55",
+            "--gradients=" + ",".join(["1"] * 20))
+        ctl("pull", "page_t", "11,22,33")
+        page = http_get(port, "/status")
+        points = re.findall(r'data-name="Pull"[^>]*points="([^"]*)"', page)
+        if round_number >= 3 and points and len(points[0].split()) >= 4:
+            break
+        assert time.monotonic() < deadline, page
+        time.sleep(0.3)
+
+    screenshot = tmp_path / "shard-status.png"
+    chromium(f"--screenshot={screenshot}", "--window-size=1200,900",
+             f"http://127.0.0.1:{port}/status")
+    image = screenshot.read_bytes()
+    assert image[:8] == b"\x89PNG\r\n\x1a\n" and len(image) > 5000
+    if os.environ.get("STRATA_SCREENSHOT_DIR"):
+        shutil.copy(screenshot, os.environ["STRATA_SCREENSHOT_DIR"])
+
+    dom = chromium("--dump-dom", f"http://127.0.0.1:{port}/status")
+    metrics = http_get(port, "/metrics")
+    assert element(dom, "shard-index") == "0"
+    assert element(dom, "num-shards") == "1"
+    assert int(cell(dom, "table-page_t", "rows")) == metric(
+        metrics, 'strata_table_rows{table="page_t"}') == 5
+    assert cell(dom, "table-page_t", "optimizer") == "adagrad"
+    # Counts move between the two reads only by the page's own requests,
+    # which are not Pulls or Pushes.
+    pulls = metric(metrics,
+                   'strata_server_requests_total{method="Pull",code="OK"}')
+    assert int(cell(dom, "method-Pull", "calls")) == pulls == round_number
+    assert int(cell(dom, "method-Push", "calls")) == round_number
+    assert int(element(dom, "keys-pulled")) == metric(
+        metrics, "strata_server_keys_pulled_total") == 3 * round_number
+    assert float(cell(dom, "method-Pull", "p99")) > 0
+    for chart in ("chart-requests", "chart-keys", "chart-latency"):
+        assert f'id="{chart}"' in dom, chart
+    # The requests chart drew a Pull line with a point a second, and some
+    # point is above its zero line (y = 122 in the 140 px chart).
+    ys = [float(p.split(",")[1]) for p in re.search(
+        r'id="chart-requests".*?data-name="Pull"[^>]*points="([^"]*)"',
+        dom, re.S).group(1).split()]
+    assert len(ys) >= 4 and min(ys) < 121, ys
     assert '<meta http-equiv="refresh"' in http_get(port, "/status")

@@ -100,6 +100,18 @@ TEST(MetricsTest, HistogramCountsEveryObservationFromManyThreads) {
   EXPECT_EQ(histogram.count(), 40000u);
 }
 
+TEST(MetricsTest, QuantilesInterpolateInsideTheirBucket) {
+  static constexpr double kBounds[] = {1, 2, 4};
+  const uint64_t counts[] = {0, 10, 10, 0};
+  EXPECT_DOUBLE_EQ(HistogramQuantile(kBounds, counts, 0.5), 2.0);
+  EXPECT_DOUBLE_EQ(HistogramQuantile(kBounds, counts, 0.25), 1.5);
+  EXPECT_DOUBLE_EQ(HistogramQuantile(kBounds, counts, 0.75), 3.0);
+  const uint64_t above[] = {0, 0, 0, 5};
+  EXPECT_DOUBLE_EQ(HistogramQuantile(kBounds, above, 0.99), 4.0);
+  const uint64_t none[] = {0, 0, 0, 0};
+  EXPECT_DOUBLE_EQ(HistogramQuantile(kBounds, none, 0.99), 0.0);
+}
+
 TEST(MetricsTest, ProcessMetricsDescribeThisProcess) {
   // Burn some CPU so that the counter is above zero.
   volatile double sink = 0;
