@@ -317,7 +317,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::CreateTable(
     record.created_table = std::make_unique<EmbeddingTableConfig>(config);
   });
   // Its write was synced, and with it every push before it (kSync holds
-  // their records until an fsync covers them).
+  // their records until an fsync covers them; after a failed one, this
+  // write was refused).
   change_log_.Publish(change_log_.appended_sequence());
   STRATA_LOG(INFO, "store") << "created table " << SerializeTableConfig(config);
   return true;
@@ -393,10 +394,16 @@ absl::Status RocksDbEmbeddingStore::Lookup(absl::string_view table,
 
 absl::Status RocksDbEmbeddingStore::WriteLocked(rocksdb::WriteBatch& batch,
                                                 bool sync) {
+  const bool sync_mode = options_.durability == Durability::kSync;
+  // After a failed fsync no later one may vouch for what it covered.
+  if (sync_mode) STRATA_RETURN_IF_ERROR(CheckFsyncHealthy());
   rocksdb::WriteOptions write_options;
   write_options.sync = sync;
   rocksdb::Status s = db_->Write(write_options, &batch);
   if (!s.ok()) {
+    // A synced write that failed for another reason than a full disk (whose
+    // append fails before anything is synced) may have failed its fsync.
+    if (sync_mode && sync && !s.IsNoSpace()) fsync_failed_.store(true);
     absl::Status error =
         s.IsNoSpace()
             ? absl::ResourceExhaustedError(absl::StrCat(

@@ -72,15 +72,13 @@ absl::StatusOr<uint64_t> RocksDbEmbeddingStore::EvictStripe(
   if (deleted.keys.empty()) return 0;
   const uint64_t count = deleted.keys.size();
   // Written before it is logged, so that a deletion whose write failed
-  // reaches no follower. Synced only in kSync mode, where the sync also
-  // publishes the pushes before it; elsewhere a deletion lost in a crash
-  // only brings rows back, and the next sweep deletes them again.
-  const bool sync = options_.durability == Durability::kSync;
-  STRATA_RETURN_IF_ERROR(WriteLocked(write, sync));
+  // reaches no follower. Not synced (nor in kSync mode, where the next
+  // push's fsync publishes it): a deletion lost in a crash only brings rows
+  // back, and the next sweep deletes them again.
+  STRATA_RETURN_IF_ERROR(WriteLocked(write, /*sync=*/false));
   change_log_.Append([&deleted](ChangeRecord& record) {
     record.deleted.push_back(std::move(deleted));
   });
-  if (sync) change_log_.Publish(change_log_.appended_sequence());
   return count;
 }
 

@@ -106,33 +106,44 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
   if (options_.durability == Durability::kPeriodic) {
     return ApplyGradientsConcurrently(batches, id);
   }
+  uint64_t sequence = 0;
   STRATA_ASSIGN_OR_RETURN(const bool duplicate,
-                          ApplyGradientsSerially(batches, id));
-  if (duplicate || options_.durability != Durability::kSync) return duplicate;
+                          ApplyGradientsSerially(batches, id, &sequence));
+  if (options_.durability != Durability::kSync) return duplicate;
   // After releasing the exclusive lock, so that concurrent pushes share one
   // fsync: it makes every write before it durable, ours included. The
-  // shared lock keeps Restore from closing the database meanwhile.
+  // shared lock keeps Restore from closing the database meanwhile. A
+  // duplicate waits too: the push it repeats may still be waiting for its
+  // fsync.
   absl::ReaderMutexLock lock(&commit_mu_);
   STRATA_RETURN_IF_ERROR(CheckOpenLocked());
-  STRATA_RETURN_IF_ERROR(SyncLogAndPublishLocked());
-  return false;
+  STRATA_RETURN_IF_ERROR(SyncLogAndPublishLocked(duplicate ? 0 : sequence));
+  return duplicate;
 }
 
-absl::Status RocksDbEmbeddingStore::SyncLogAndPublishLocked() {
+absl::Status RocksDbEmbeddingStore::CheckFsyncHealthy() {
+  if (!fsync_failed_.load()) return absl::OkStatus();
+  absl::MutexLock lock(&write_error_mu_);
+  return absl::UnavailableError(absl::StrCat(
+      "writes are refused until the shard restarts: an fsync of its log "
+      "failed (",
+      last_write_error_, ")"));
+}
+
+absl::Status RocksDbEmbeddingStore::SyncLogAndPublishLocked(uint64_t through) {
+  absl::MutexLock sync_lock(&sync_mu_);
+  STRATA_RETURN_IF_ERROR(CheckFsyncHealthy());
   // Read first: what was appended before the fsync began was also written
-  // to the log before it (no push holds commit_mu_ exclusively now).
+  // to the log before it (no writer holds commit_mu_ exclusively now).
   const uint64_t covered = change_log_.appended_sequence();
-  if (fsync_failed_.load()) {
-    return absl::UnavailableError(
-        "an earlier fsync of the log failed: nothing more is published "
-        "until the shard restarts");
-  }
+  const uint64_t wanted = through == 0 ? covered : through;
+  if (change_log_.latest_sequence() >= wanted) return absl::OkStatus();
   rocksdb::Status s = db_->SyncWAL();
   if (!s.ok()) {
     absl::Status error = absl::InternalError(
         absl::StrCat("fsync of the log failed: ", s.ToString()));
-    NoteWriteError(error);
     fsync_failed_.store(true);
+    NoteWriteError(error);
     return error;
   }
   change_log_.Publish(covered);
@@ -167,12 +178,7 @@ absl::Status RocksDbEmbeddingStore::CheckWritableLocked() {
     absl::MutexLock lock(&write_error_mu_);
     return last_write_error_;
   };
-  if (fsync_failed_.load()) {
-    return absl::UnavailableError(absl::StrCat(
-        "pushes are refused until the shard restarts: an fsync of its log "
-        "failed (",
-        last_error(), ")"));
-  }
+  STRATA_RETURN_IF_ERROR(CheckFsyncHealthy());
   const uint64_t unwritten = unwritten_rows_.load(std::memory_order_relaxed);
   if (unwritten > options_.max_unwritten_rows) {
     return absl::UnavailableError(
@@ -236,7 +242,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsConcurrently(
 }
 
 absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsSerially(
-    absl::Span<const GradientBatch> batches, const PushId& id) {
+    absl::Span<const GradientBatch> batches, const PushId& id,
+    uint64_t* sequence) {
   // Exclusive: pushes reach the disk, memory and the log in one order, and
   // a push's rows are staged, written and committed with nothing between.
   absl::MutexLock commit_lock(&commit_mu_);
@@ -288,7 +295,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsSerially(
     tables[b]->CommitStaged(staged[b]);
   }
   if (deduplicated) deduplicator_.ClaimPersisted(id.client_id, id.sequence);
-  change_log_.Append([&](ChangeRecord& change) {
+  *sequence = change_log_.Append([&](ChangeRecord& change) {
     change.rows.resize(batches.size());
     for (size_t b = 0; b < batches.size(); ++b) {
       ChangedRows& rows = change.rows[b];

@@ -70,7 +70,7 @@ RocksDbEmbeddingStore::OpenValueSnapshot(absl::Span<const std::string> names) {
   if (options_.durability == Durability::kSync) {
     // The snapshot must hold no push whose fsync is still to come (or
     // failed): sync first, which also publishes what it covers.
-    STRATA_RETURN_IF_ERROR(SyncLogAndPublishLocked());
+    STRATA_RETURN_IF_ERROR(SyncLogAndPublishLocked(/*through=*/0));
   }
   std::vector<EmbeddingTableConfig> configs;
   std::vector<TableId> ids;

@@ -168,15 +168,25 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::Status WriteLocked(rocksdb::WriteBatch& batch, bool sync)
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   void NoteWriteError(const absl::Status& error);
-  // kSync: fsyncs the log, then publishes every change appended before the
-  // fsync. On failure, pushes are refused until a restart (the page cache
-  // may have dropped what the log held), and nothing more is published.
-  absl::Status SyncLogAndPublishLocked() ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
+  // kSync: makes the change `through` durable and visible (0: every change
+  // appended so far). Returns at once when a later fsync already covered
+  // it; otherwise fsyncs the log, then publishes every change appended
+  // before the fsync. Once an fsync (or synced write) failed, it and every
+  // push, table creation and snapshot are refused until a restart (the page
+  // cache may have dropped what the log held), and nothing more is
+  // published. Syncs are serialized by sync_mu_, so that no fsync that
+  // follows a failed one publishes what the failed one covered.
+  absl::Status SyncLogAndPublishLocked(uint64_t through)
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_) ABSL_LOCKS_EXCLUDED(sync_mu_);
+  // UNAVAILABLE once an fsync failed (kSync).
+  absl::Status CheckFsyncHealthy();
   // The two push paths, each under one scoped lock of commit_mu_: kSync and
   // kGroup hold it exclusively and write each push before it reaches
   // memory; kPeriodic holds it shared and updates memory only.
+  // *sequence: the change record of the push (0 for a duplicate).
   absl::StatusOr<bool> ApplyGradientsSerially(
-      absl::Span<const GradientBatch> batches, const PushId& id);
+      absl::Span<const GradientBatch> batches, const PushId& id,
+      uint64_t* sequence);
   absl::StatusOr<bool> ApplyGradientsConcurrently(
       absl::Span<const GradientBatch> batches, const PushId& id);
   // The table of each batch, after checking the batch (known table,
@@ -260,6 +270,8 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   // writes back a row deleted after its cut.
   absl::Mutex flush_mu_ ABSL_ACQUIRED_BEFORE(commit_mu_);
   absl::Mutex commit_mu_;
+  // kSync's fsyncs of the log, one at a time; taken under commit_mu_.
+  absl::Mutex sync_mu_ ABSL_ACQUIRED_AFTER(commit_mu_);
   std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(commit_mu_);
   // Skip-list memtables (point reads) instead of vectors (fast appends).
   bool skiplist_memtables_ ABSL_GUARDED_BY(commit_mu_) = false;

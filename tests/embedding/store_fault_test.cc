@@ -223,6 +223,11 @@ TEST_F(StoreFaultTest, FailedFsyncInSyncModeReachesNoFollowerAndNoRetry) {
   faults_->Heal();
   EXPECT_THAT(Push(keys, 1.0f, {"trainer", 3}),
               StatusIs(absl::StatusCode::kUnavailable, HasSubstr("fsync")));
+  // Nor a synced table creation, whose fsync would publish the held push.
+  EmbeddingTableConfig other = SgdTable();
+  other.name = "other";
+  EXPECT_THAT(store_->CreateTable(other),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("fsync")));
   EXPECT_EQ(store_->change_log().latest_sequence(), sequence);
 
   // After the restart the store holds what its log holds. Here the page
