@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -301,6 +302,15 @@ void AddStorageMetrics(const StorageStats& stats, MetricFamilies* families) {
              static_cast<double>(stats.failed_writes));
 }
 
+// The data directory's placement against the flags (server/shard_placement.h).
+absl::Status CheckPlacement(const std::string& data_dir, int shard_index,
+                            int num_shards) {
+  ShardPlacement placement;
+  placement.shard_index = static_cast<uint32_t>(shard_index);
+  placement.num_shards = static_cast<uint32_t>(num_shards);
+  return CheckShardPlacement(*FileSystem::Default(), data_dir, placement);
+}
+
 constexpr int kExitOk = 0;
 constexpr int kExitRuntimeError = 1;
 constexpr int kExitUsage = 2;
@@ -416,6 +426,17 @@ int Run() {
       absl::Milliseconds(absl::GetFlag(FLAGS_eviction_interval_ms));
   store_options.change_log_bytes =
       static_cast<size_t>(absl::GetFlag(FLAGS_change_log_mb)) << 20;
+  const bool data_dir_existed =
+      FileSystem::Default()->IsDirectory(store_options.data_dir);
+  if (data_dir_existed) {
+    if (absl::Status placed =
+            CheckPlacement(store_options.data_dir, shard_index, num_shards);
+        !placed.ok()) {
+      STRATA_LOG(ERROR, "server") << placed.message();
+      return absl::IsFailedPrecondition(placed) ? kExitUsage
+                                                : kExitRuntimeError;
+    }
+  }
   absl::StatusOr<std::unique_ptr<EmbeddingStore>> store =
       EmbeddingStore::Open(store_options);
   if (!store.ok()) {
@@ -425,14 +446,16 @@ int Run() {
     return kExitRuntimeError;
   }
 
-  ShardPlacement placement;
-  placement.shard_index = static_cast<uint32_t>(shard_index);
-  placement.num_shards = static_cast<uint32_t>(num_shards);
-  if (absl::Status placed = CheckShardPlacement(
-          *FileSystem::Default(), store_options.data_dir, placement);
-      !placed.ok()) {
-    STRATA_LOG(ERROR, "server") << placed.message();
-    return absl::IsFailedPrecondition(placed) ? kExitUsage : kExitRuntimeError;
+  // A directory in use is checked before the store opens (nothing of a
+  // misplaced one is recovered or started); a new one is recorded once the
+  // store created it.
+  if (!data_dir_existed) {
+    if (absl::Status placed =
+            CheckPlacement(store_options.data_dir, shard_index, num_shards);
+        !placed.ok()) {
+      STRATA_LOG(ERROR, "server") << placed.message();
+      return kExitRuntimeError;
+    }
   }
 
   absl::StatusOr<ReplicationSetup> replication = SetUpReplication(
@@ -480,7 +503,10 @@ int Run() {
 
   // The status page's charts: a sample of the traffic every second.
   TrafficHistory traffic(&service.metrics());
-  TrafficSampler sampler(&traffic, absl::Seconds(1));
+  std::optional<TrafficSampler> sampler;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    sampler.emplace(&traffic, absl::Seconds(1));
+  }
   HttpServer http;
   int metrics_port = -1;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {

@@ -13,6 +13,7 @@ test's time range as Grafana would, must return at least one finite point.
 
 import json
 import math
+import re
 import shutil
 import socket
 import subprocess
@@ -77,13 +78,16 @@ def port_free(port):
             return False
 
 
-def free_decade():
-    """A free port P, a multiple of 10, with P+1 and P+2 free too: replica r
-    of the shard serves /metrics on P+r, which the cluster file says once as
-    "<P/10>{replica}", as a StatefulSet's pods would share one template."""
+def free_decade(taken):
+    """A free port P, a multiple of 10, with P+1 and P+2 free too and none
+    of them in `taken`: replica r of the shard serves /metrics on P+r, which
+    the cluster file says once as "<P/10>{replica}", as a StatefulSet's pods
+    would share one template."""
     for candidate in m.free_ports(32):
         base = candidate - candidate % 10
-        if base > 1024 and all(port_free(base + r) for r in range(3)):
+        ports = [base + r for r in range(3)]
+        if (base > 1024 and not set(ports) & set(taken) and
+                all(port_free(p) for p in ports)):
             return base
     pytest.skip("no three consecutive free ports")
 
@@ -131,7 +135,7 @@ def run_dir(tmp_path):
 def test_every_dashboard_query_finds_data_in_a_real_prometheus(run_dir,
                                                                tmp_path):
     ports = m.free_ports(10)
-    metrics_base = free_decade()
+    metrics_base = free_decade(ports)
     cluster = replicated_cluster(ports)
     cluster["shards"]["member_flags"] = [
         {"metrics_port": f"{metrics_base // 10}{{replica}}"}]
@@ -233,4 +237,5 @@ def test_every_dashboard_query_finds_data_in_a_real_prometheus(run_dir,
 
     stopped = local("stop", at)
     assert stopped.returncode == 0, stopped.stderr + stopped.stdout
-    assert "prometheus   exited 0" in stopped.stdout, stopped.stdout
+    assert re.search(r"^prometheus\s+exited 0$", stopped.stdout,
+                     re.MULTILINE), stopped.stdout

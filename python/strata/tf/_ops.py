@@ -103,9 +103,10 @@ def load_ops():
             path = library_path()
             built_for = _build.built_for(path)
             if (built_for not in (None, tf.__version__) and
-                    path.parent == _PACKAGE_DIR):
-                # TensorFlow was upgraded since: build for this one when the
-                # checkout is still there.
+                    not os.environ.get("STRATA_TF_OPS_LIBRARY")):
+                # Built for another TensorFlow (upgraded since, or an old
+                # build found first): build for this one when the checkout
+                # strata was installed from is still there.
                 path = build_from_checkout() or path
                 built_for = _build.built_for(path)
             if built_for is not None and built_for != tf.__version__:
