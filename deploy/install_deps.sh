@@ -20,8 +20,9 @@ packages=(
   # tests/thread_safety/check.py: clang's thread-safety analysis;
   # tests/fuzz/run.sh: libFuzzer targets.
   clang-14 libfuzzer-14-dev
-  # deploy/local/strata-local reads cluster files with it.
-  python3 python3-yaml
+  # deploy/local/strata-local reads cluster files with it; strata-plot
+  # (stratactl plot) draws with matplotlib.
+  python3 python3-yaml python3-matplotlib
   # Only the tests need it: the status page is checked in headless Chromium.
   chromium
 )

@@ -123,6 +123,16 @@ echo "held-out AUC $auc; planted ceiling $ceiling (the best any model can do)"
 awk -v a="$auc" -v c="$ceiling" \
   'BEGIN { printf "gap to the ceiling: %.4f\n", c - a }'
 
+# Outside the run folder, which is removed at the end (--keep-data keeps it).
+curve="${TMPDIR:-/tmp}/strata-quickstart-curve.png"
+step "Training curve (rank 0's progress.csv)"
+echo "\$ stratactl plot $work -o $curve"
+if "$bin/stratactl" plot "$work" -o "$curve" >/dev/null; then
+  echo "loss and held-out AUC against steps: $curve"
+else
+  echo "quickstart: no curve drawn (see above); training itself went fine" >&2
+fi
+
 step "Cluster status"
 echo "\$ deploy/local/strata-local status --run_dir=$work"
 "$local_cluster" status --run_dir="$work"

@@ -1,7 +1,11 @@
 // stratactl: admin CLI of a Strata cluster (tables, stats, health,
 // checkpoint/restore, lookups and pushes), with --json output for scripts.
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -64,6 +68,9 @@ constexpr char kUsage[] =
     "  status [--serving=H:P] [--interval_s=S]   shards up, rows, memory,\n"
     "                             requests/s; the serving PS's lag\n"
     "  feature-key FIELD VALUE..  PS keys of Criteo values of C<FIELD>\n"
+    "  plot RUN -o PNG            loss and AUC against steps of a\n"
+    "                             worker's --progress_file (or a run\n"
+    "                             folder); no --shards; needs matplotlib\n"
     "                             (8 hex digits, - for empty; no --shards)\n"
     "Exit status: 0 success, 1 error from the cluster, 2 usage error.\n"
     "Example: stratactl --shards=127.0.0.1:50051 pull users 1,2,3";
@@ -150,6 +157,7 @@ int FindCommand(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const absl::string_view arg = argv[i];
     if (arg == "--") return 0;
+    if (arg == "plot") return i;  // Run() hands it to strata-plot.
     for (const Command& command : kCommands) {
       if (arg == command.name) return i;
     }
@@ -179,8 +187,32 @@ bool IsHelpFlag(absl::string_view arg) {
          arg == "-h";
 }
 
+// `stratactl plot ...`: strata-plot (a Python program with matplotlib,
+// installed next to stratactl) with the same arguments, so that its own
+// options (-o FILE) are not taken for stratactl's flags.
+int ExecPlot(int argc, char** argv, int command_at) {
+  char self[4096];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+  std::string dir = ".";
+  if (n > 0) {
+    self[n] = '\0';
+    dir = std::string(self);
+    dir = dir.substr(0, dir.rfind('/'));
+  }
+  const std::string plot = dir + "/strata-plot";
+  std::vector<char*> args = {const_cast<char*>(plot.c_str())};
+  for (int i = command_at + 1; i < argc; ++i) args.push_back(argv[i]);
+  args.push_back(nullptr);
+  execv(plot.c_str(), args.data());
+  return UsageError(
+      absl::StrCat("plot needs ", plot, ": ", std::strerror(errno)));
+}
+
 int Run(int argc, char** argv) {
   const int command_at = FindCommand(argc, argv);
+  if (command_at > 0 && absl::string_view(argv[command_at]) == "plot") {
+    return ExecPlot(argc, argv, command_at);
+  }
   const std::string name_given = command_at > 0 ? argv[command_at] : "";
   for (int i = command_at + 1; command_at > 0 && i < argc; ++i) {
     const absl::string_view arg = argv[i];

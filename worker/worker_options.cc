@@ -65,6 +65,10 @@ ABSL_FLAG(int64_t, eval_every_steps, 0,
           "Evaluate every this many steps (and at the end); 0: at the end.");
 ABSL_FLAG(double, progress_interval_s, 10,
           "Seconds between progress lines (rank 0).");
+ABSL_FLAG(std::string, progress_file, "",
+          "Rank 0 appends each progress report and evaluation to this CSV "
+          "(step,epoch,examples,seconds,samples_per_second,loss,eval_auc,"
+          "eval_log_loss; `stratactl plot` draws it); empty: none.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Where rank 0 writes dense checkpoints, each taken with a PS "
           "checkpoint at the same step; empty: no checkpoints.");
@@ -204,6 +208,7 @@ absl::Status ReadTrainingFlags(WorkerFlags* flags) {
     return absl::InvalidArgumentError("--restore needs --checkpoint_dir");
   }
   t.progress_interval = absl::Seconds(progress);
+  t.progress_file = absl::GetFlag(FLAGS_progress_file);
   return absl::OkStatus();
 }
 

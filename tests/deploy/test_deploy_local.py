@@ -97,6 +97,24 @@ def test_sample_cluster_starts_reports_trains_and_stops(run_dir, tmp_path):
     assert result["examples"] == 20000
     assert result["eval_auc"] > 0.65, result
 
+    # Rank 0's progress CSV ends with the final evaluation, and stratactl
+    # plot draws it.
+    lines = (run_dir / "progress.csv").read_text().splitlines()
+    assert lines[0] == ("step,epoch,examples,seconds,samples_per_second,"
+                        "loss,eval_auc,eval_log_loss")
+    last = dict(zip(lines[0].split(","), lines[-1].split(",")))
+    assert int(last["examples"]) == result["examples"]
+    assert abs(float(last["eval_auc"]) - result["eval_auc"]) < 1e-5, last
+    steps = [int(line.split(",")[0]) for line in lines[1:]]
+    assert steps == sorted(steps) and steps[-1] == result["steps"]
+    curve = run_dir / "curve.png"
+    plotted = subprocess.run(
+        [str(m.bin_dir() / "stratactl"), "plot", str(run_dir), "-o",
+         str(curve)], capture_output=True, text=True, timeout=120)
+    assert plotted.returncode == 0, plotted.stderr
+    assert curve.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert curve.stat().st_size > 10000
+
     # Every process logs to its own file in one folder, one line per event.
     logs = sorted(p.name for p in (run_dir / "logs").iterdir())
     assert logs == ["serving.log", "shard-0.log", "shard-1.log",

@@ -140,6 +140,11 @@ absl::Status Trainer::SyncStateFromRankZero() {
 
 absl::StatusOr<TrainingResult> Trainer::Run() {
   if (absl::Status s = Setup(); !s.ok()) return s;
+  if (!options_.progress_file.empty() && collective_->rank() == 0) {
+    auto csv = ProgressCsv::Open(options_.progress_file);
+    if (!csv.ok()) return csv.status();
+    progress_csv_ = *std::move(csv);
+  }
   BatchPipelineOptions pipeline_options;
   pipeline_options.reader = options_.train;
   pipeline_options.epochs = options_.epochs - epoch_;
@@ -166,6 +171,7 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   std::vector<float> row_gradients, probabilities;
   const absl::Time start = options_.clock->Now();
   interval_start_ = start;
+  run_start_ = start;
   int last_epoch = 0;
   bool data_exhausted = false;
   while (options_.max_steps == 0 || step_ < options_.max_steps) {
@@ -300,6 +306,13 @@ void Trainer::ReportProgress(const EvalResult* eval) {
     if (eval != nullptr) {
       options_.metrics->RecordEval(eval->auc, eval->log_loss);
     }
+  }
+  if (progress_csv_ != nullptr) {
+    progress_csv_->Append(report.step, report.epoch, report.examples,
+                          absl::ToDoubleSeconds(now - run_start_),
+                          report.samples_per_second, report.loss,
+                          eval != nullptr, eval ? eval->auc : 0,
+                          eval ? eval->log_loss : 0);
   }
   if (options_.on_progress) {
     options_.on_progress(report);

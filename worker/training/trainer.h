@@ -15,6 +15,7 @@
 #include "worker/data/criteo_reader.h"
 #include "worker/model/dense_model.h"
 #include "worker/model/dense_optimizer.h"
+#include "worker/training/progress_csv.h"
 
 namespace strata {
 
@@ -67,6 +68,9 @@ struct TrainerOptions {
   int64_t max_steps = 0;         // 0: no limit
   int64_t eval_every_steps = 0;  // 0: only at the end
   absl::Duration progress_interval = absl::Seconds(10);
+  // Rank 0 appends every progress report to this CSV (progress_csv.h);
+  // empty: none.
+  std::string progress_file;
   // 0: synchronous (each pull sees every rank's pushes of earlier steps).
   // k >= 1: the next k batches are pulled while a step computes and up to k
   // pushes are in flight.
@@ -144,8 +148,10 @@ class Trainer {
   int64_t checkpoints_taken_ = 0;  // by this process, for full_checkpoint_every
   int epoch_ = 0;                  // epochs finished before this run's data
   int64_t batches_in_epoch_ = 0;   // this rank's, of the current epoch
-  std::unique_ptr<Batch> eval_data_;     // loaded on first Evaluate
-  std::unique_ptr<AsyncPusher> pusher_;  // while Run runs
+  std::unique_ptr<Batch> eval_data_;           // loaded on first Evaluate
+  std::unique_ptr<AsyncPusher> pusher_;        // while Run runs
+  std::unique_ptr<ProgressCsv> progress_csv_;  // rank 0 with progress_file
+  absl::Time run_start_;
 
   // Progress accounting since the last report.
   absl::Time interval_start_;
