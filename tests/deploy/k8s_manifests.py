@@ -29,6 +29,16 @@ SHARD_INDEX_LABEL = "strata.io/shard-index"
 ETCD = "strata-etcd"
 
 
+STRATA_LOCAL = REPO / "deploy" / "local" / "strata-local"
+
+
+def strata_local(*args, timeout=180):
+    """Runs deploy/local/strata-local with `args`; the CompletedProcess."""
+    return subprocess.run([str(STRATA_LOCAL), *args], capture_output=True,
+                          text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
 def bin_dir():
     return pathlib.Path(os.environ.get("STRATA_BIN_DIR", REPO / "build" / "bin"))
 

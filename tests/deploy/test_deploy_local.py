@@ -17,15 +17,11 @@ import yaml
 import k8s_manifests as m
 
 REPO = Path(__file__).resolve().parents[2]
-STRATA_LOCAL = REPO / "deploy" / "local" / "strata-local"
+STRATA_LOCAL = m.STRATA_LOCAL
+local = m.strata_local
 SAMPLE = REPO / "deploy" / "local" / "cluster.yaml"
 
 
-def local(*args, timeout=180):
-    """Runs strata-local with `args`; returns the CompletedProcess."""
-    return subprocess.run([str(STRATA_LOCAL), *args], capture_output=True,
-                          text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
 
 
 def sample_with_free_ports():

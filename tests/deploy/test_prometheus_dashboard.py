@@ -28,7 +28,7 @@ import yaml
 import k8s_manifests as m
 
 REPO = Path(__file__).resolve().parents[2]
-STRATA_LOCAL = REPO / "deploy" / "local" / "strata-local"
+local = m.strata_local
 DASHBOARD = REPO / "deploy" / "grafana" / "strata-overview.json"
 
 pytestmark = pytest.mark.skipif(
@@ -36,10 +36,6 @@ pytestmark = pytest.mark.skipif(
     reason="needs Debian's prometheus and etcd-server")
 
 
-def local(*args, timeout=180):
-    return subprocess.run([str(STRATA_LOCAL), *args], capture_output=True,
-                          text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
 
 
 def panel_queries():
