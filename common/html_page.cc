@@ -22,9 +22,7 @@ std::string ShortNumber(double value) {
   return absl::StrFormat("%.3g", value);
 }
 
-}  // namespace
-
-const char kStatusPageStyle[] =
+constexpr char kStatusPageStyle[] =
     "body{font-family:sans-serif;margin:1.5em}"
     "table{border-collapse:collapse;margin-bottom:1.5em}"
     "th,td{border:1px solid #bbb;padding:0.3em 0.7em;text-align:right}"
@@ -32,6 +30,23 @@ const char kStatusPageStyle[] =
     ".up{color:#070}figure{display:inline-block;margin:0 1.5em 1em 0}"
     "figcaption{font-weight:bold;margin-bottom:0.2em}"
     ".legend{font-size:0.85em}";
+
+}  // namespace
+
+std::string StatusPageHead(const std::string& title, int refresh_seconds) {
+  return absl::StrFormat(
+      "<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
+      "<meta http-equiv=\"refresh\" content=\"%d\">"
+      "<title>%s</title><style>%s</style></head><body>",
+      refresh_seconds, HtmlEscape(title), kStatusPageStyle);
+}
+
+std::string StatusPageFoot(int refresh_seconds) {
+  return absl::StrFormat(
+      "<p>Reloads every %d s. Same numbers as <a href=\"/metrics\">/metrics"
+      "</a>.</p></body></html>",
+      refresh_seconds);
+}
 
 std::string HtmlEscape(const std::string& text) {
   std::string out;

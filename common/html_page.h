@@ -13,8 +13,12 @@ namespace strata {
 // `text` with &, <, >, " and ' escaped for HTML.
 std::string HtmlEscape(const std::string& text);
 
-// The CSS of every status page.
-extern const char kStatusPageStyle[];
+// The start of a status page up to its <body>: UTF-8, the shared style,
+// `title` (escaped here), and a reload every `refresh_seconds`.
+std::string StatusPageHead(const std::string& title, int refresh_seconds);
+// Its end: a line saying how often it reloads and that its numbers are
+// those of /metrics, then </body></html>.
+std::string StatusPageFoot(int refresh_seconds);
 
 // One line of a chart: its name (in the legend), an HTML colour, and one
 // value per sample, oldest first.

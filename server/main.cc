@@ -23,6 +23,7 @@
 #include "common/http_server.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/rate_history.h"
 #include "common/replica_lag.h"
 #include "common/status_macros.h"
 #include "common/system_memory.h"
@@ -503,9 +504,10 @@ int Run() {
 
   // The status page's charts: a sample of the traffic every second.
   TrafficHistory traffic(&service.metrics());
-  std::optional<TrafficSampler> sampler;
+  std::optional<PeriodicTask> sampler;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
-    sampler.emplace(&traffic, absl::Seconds(1));
+    sampler.emplace(absl::Seconds(1),
+                    [&traffic] { traffic.Sample(absl::Now()); });
   }
   HttpServer http;
   int metrics_port = -1;
@@ -591,6 +593,7 @@ int Run() {
       << "received signal " << signal_number << ", draining";
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   http.Stop();
+  sampler.reset();
   // Hands the primary role over before the store closes.
   replication->group.reset();
   absl::Status flushed = (*store)->Flush();

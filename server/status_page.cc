@@ -137,16 +137,16 @@ std::string RenderShardStatusPage(const ShardStatusView& view,
                                   int refresh_seconds) {
   uint64_t rows = 0;
   for (const TableStats& t : view.tables) rows += t.num_rows;
-  std::string out = absl::StrFormat(
-      "<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
-      "<meta http-equiv=\"refresh\" content=\"%d\">"
-      "<title>Strata shard %d of %d</title><style>%s</style></head><body>"
+  std::string out = StatusPageHead(
+      absl::StrCat("Strata shard ", view.shard_index, " of ", view.num_shards),
+      refresh_seconds);
+  absl::StrAppendFormat(
+      &out,
       "<h1>Strata training shard <span id=\"shard-index\">%d</span> of "
       "<span id=\"num-shards\">%d</span></h1>"
       "<p id=\"summary\"><span id=\"rows-total\">%d</span> rows in "
       "<span id=\"tables-total\">%d</span> tables; durability "
       "<span id=\"durability\">%s</span>.</p>",
-      refresh_seconds, view.shard_index, view.num_shards, kStatusPageStyle,
       view.shard_index, view.num_shards, rows, view.tables.size(),
       HtmlEscape(view.durability));
   AppendCharts(view.history, &out);
@@ -154,10 +154,7 @@ std::string RenderShardStatusPage(const ShardStatusView& view,
   if (view.metrics != nullptr) AppendRequests(*view.metrics, &out);
   AppendStore(view.storage, &out);
   if (view.replication != nullptr) AppendReplication(*view.replication, &out);
-  absl::StrAppendFormat(&out,
-                        "<p>Reloads every %d s. Same numbers as "
-                        "<a href=\"/metrics\">/metrics</a>.</p></body></html>",
-                        refresh_seconds);
+  absl::StrAppend(&out, StatusPageFoot(refresh_seconds));
   return out;
 }
 

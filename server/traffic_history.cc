@@ -3,79 +3,50 @@
 namespace strata {
 namespace {
 
-// Per-bucket counts observed between two reads.
-std::vector<uint64_t> Delta(const std::vector<uint64_t>& now,
-                            const std::vector<uint64_t>& before) {
-  std::vector<uint64_t> out(now.size());
-  for (size_t b = 0; b < now.size(); ++b) {
-    out[b] = b < before.size() && now[b] >= before[b] ? now[b] - before[b] : 0;
-  }
-  return out;
-}
-
-double Rate(uint64_t now, uint64_t before, double seconds) {
-  return now >= before ? static_cast<double>(now - before) / seconds : 0;
-}
+// The order of a reading's counters and histograms.
+enum Counter { kPulls, kPushes, kKeysPulled, kKeysPushed, kCounters };
+enum Histogram { kPullLatency, kPushLatency, kHistograms };
 
 }  // namespace
 
 TrafficHistory::TrafficHistory(const RequestMetrics* metrics, size_t capacity)
-    : metrics_(metrics), capacity_(capacity) {}
-
-TrafficHistory::Totals TrafficHistory::Read() const {
-  Totals totals;
-  totals.pulls = metrics_->requests(ShardMethod::kPull);
-  totals.pushes = metrics_->requests(ShardMethod::kPush);
-  totals.keys_pulled = metrics_->keys_pulled();
-  totals.keys_pushed = metrics_->keys_pushed();
-  totals.pull_latency = metrics_->latency(ShardMethod::kPull).Counts();
-  totals.push_latency = metrics_->latency(ShardMethod::kPush).Counts();
-  return totals;
-}
+    : metrics_(metrics),
+      history_({metrics->latency(ShardMethod::kPull).bounds(),
+                metrics->latency(ShardMethod::kPush).bounds()},
+               capacity) {}
 
 void TrafficHistory::Sample(absl::Time now) {
-  Totals totals = Read();
-  absl::MutexLock lock(&mu_);
-  if (started_ && now > last_time_) {
-    const double seconds = absl::ToDoubleSeconds(now - last_time_);
-    TrafficSample sample;
-    sample.time = now;
-    sample.pulls_per_second = Rate(totals.pulls, last_.pulls, seconds);
-    sample.pushes_per_second = Rate(totals.pushes, last_.pushes, seconds);
-    sample.keys_pulled_per_second =
-        Rate(totals.keys_pulled, last_.keys_pulled, seconds);
-    sample.keys_pushed_per_second =
-        Rate(totals.keys_pushed, last_.keys_pushed, seconds);
-    const absl::Span<const double> bounds =
-        metrics_->latency(ShardMethod::kPull).bounds();
-    sample.pull_p99_seconds = HistogramQuantile(
-        bounds, Delta(totals.pull_latency, last_.pull_latency), 0.99);
-    sample.push_p99_seconds = HistogramQuantile(
-        bounds, Delta(totals.push_latency, last_.push_latency), 0.99);
-    samples_.push_back(sample);
-    while (samples_.size() > capacity_) samples_.pop_front();
-  }
-  started_ = true;
-  last_time_ = now;
-  last_ = std::move(totals);
+  CounterReading reading;
+  reading.counters.resize(kCounters);
+  reading.counters[kPulls] = metrics_->requests(ShardMethod::kPull);
+  reading.counters[kPushes] = metrics_->requests(ShardMethod::kPush);
+  reading.counters[kKeysPulled] = metrics_->keys_pulled();
+  reading.counters[kKeysPushed] = metrics_->keys_pushed();
+  reading.histograms.resize(kHistograms);
+  reading.histograms[kPullLatency] =
+      metrics_->latency(ShardMethod::kPull).Counts();
+  reading.histograms[kPushLatency] =
+      metrics_->latency(ShardMethod::kPush).Counts();
+  history_.Add(now, std::move(reading));
 }
 
 std::vector<TrafficSample> TrafficHistory::Samples() const {
-  absl::MutexLock lock(&mu_);
-  return std::vector<TrafficSample>(samples_.begin(), samples_.end());
-}
-
-TrafficSampler::TrafficSampler(TrafficHistory* history, absl::Duration interval)
-    : thread_([this, history, interval] {
-        history->Sample(absl::Now());
-        while (!stop_.WaitForNotificationWithTimeout(interval)) {
-          history->Sample(absl::Now());
-        }
-      }) {}
-
-TrafficSampler::~TrafficSampler() {
-  stop_.Notify();
-  thread_.join();
+  std::vector<TrafficSample> out;
+  for (const RateSample& sample : history_.Samples()) {
+    if (sample.rates.size() < kCounters || sample.p99s.size() < kHistograms) {
+      continue;
+    }
+    TrafficSample traffic;
+    traffic.time = sample.time;
+    traffic.pulls_per_second = sample.rates[kPulls];
+    traffic.pushes_per_second = sample.rates[kPushes];
+    traffic.keys_pulled_per_second = sample.rates[kKeysPulled];
+    traffic.keys_pushed_per_second = sample.rates[kKeysPushed];
+    traffic.pull_p99_seconds = sample.p99s[kPullLatency];
+    traffic.push_p99_seconds = sample.p99s[kPushLatency];
+    out.push_back(traffic);
+  }
+  return out;
 }
 
 }  // namespace strata

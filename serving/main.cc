@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "common/http_server.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/rate_history.h"
 #include "common/tls.h"
 #include "grpcpp/grpcpp.h"
 #include "serving/checkpoint_loader.h"
@@ -279,6 +281,12 @@ int Run() {
   std::unique_ptr<grpc::Server> server = *std::move(started);
   for (auto& follower : followers) follower->Start();
 
+  // The status page's charts: a sample of the traffic every second.
+  std::optional<PeriodicTask> sampler;
+  if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
+    sampler.emplace(absl::Seconds(1),
+                    [&service] { service.SampleTraffic(absl::Now()); });
+  }
   HttpServer http;
   int metrics_port = -1;
   if (absl::GetFlag(FLAGS_metrics_port) >= 0) {
@@ -332,6 +340,7 @@ int Run() {
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
   for (auto& follower : followers) follower->Stop();
   http.Stop();
+  sampler.reset();  // It reads the followers' states.
   followers.clear();
   store->reset();
   STRATA_LOG(INFO, kComponent) << "stopped cleanly";

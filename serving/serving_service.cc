@@ -1,5 +1,6 @@
 #include "serving/serving_service.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -243,7 +244,23 @@ std::string ServingService::StatusPage(int refresh_seconds) {
   v1::ServingStatusResponse status;
   DoStatus(status);
   return RenderStatusPage(status, keys_.load(), missing_keys_.load(),
-                          refresh_seconds);
+                          traffic_.Samples(), refresh_seconds);
+}
+
+void ServingService::SampleTraffic(absl::Time now) {
+  CounterReading reading;
+  uint64_t lookups = 0;
+  for (const auto& count : requests_[kLookup]) lookups += count.load();
+  reading.counters = {lookups, keys_.load(), missing_keys_.load()};
+  reading.histograms = {latency_[kLookup].Counts()};
+  double lag = 0;
+  if (options_.shards) {
+    for (const FollowState& shard : options_.shards()) {
+      lag = std::max(lag, shard.lag_seconds);
+    }
+  }
+  reading.gauges = {lag};
+  traffic_.Add(now, std::move(reading));
 }
 
 void ServingService::AddMetrics(MetricFamilies* families) {

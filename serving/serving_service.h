@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "common/metrics.h"
+#include "common/rate_history.h"
 #include "common/work_queue.h"
 #include "proto/strata.grpc.pb.h"
 #include "serving/serving_store.h"
@@ -77,8 +78,13 @@ class ServingService final
   // The /metrics families of the requests (counts by code, latency
   // histograms), the followed shards and the tables.
   void AddMetrics(MetricFamilies* families);
-  // The same as an HTML page (serving/status_page.h).
+  // The same as an HTML page (serving/status_page.h), with charts of the
+  // samples SampleTraffic took.
   std::string StatusPage(int refresh_seconds);
+  // Records the lookups, keys and latency since the last call and the
+  // followed shards' largest lag: one point of the page's charts (called
+  // every second).
+  void SampleTraffic(absl::Time now);
 
  private:
   enum Method { kLookup, kStatus, kMethods };
@@ -92,6 +98,9 @@ class ServingService final
   const ServingServiceOptions options_;
   std::array<std::array<std::atomic<uint64_t>, kCodes>, kMethods> requests_{};
   std::array<AtomicHistogram, kMethods> latency_{};
+  // Counters: lookups, keys, missing keys; histogram: lookup latency;
+  // gauge: the largest lag of a followed shard.
+  RateHistory traffic_{{absl::MakeConstSpan(AtomicHistogram::kLatencySeconds)}};
   std::atomic<uint64_t> keys_{0};
   std::atomic<uint64_t> missing_keys_{0};
   // Last member: destroyed first, finishing the lookups it still holds.

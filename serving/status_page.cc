@@ -8,6 +8,37 @@
 namespace strata {
 namespace {
 
+// One series of the samples: rates[i], p99s[i] or gauges[i], times `scale`.
+std::vector<double> Series(const std::vector<RateSample>& history,
+                           std::vector<double> RateSample::*field, size_t index,
+                           double scale = 1) {
+  std::vector<double> values;
+  for (const RateSample& sample : history) {
+    const std::vector<double>& column = sample.*field;
+    values.push_back(index < column.size() ? column[index] * scale : 0);
+  }
+  return values;
+}
+
+void AppendCharts(const std::vector<RateSample>& history, std::string* out) {
+  constexpr char kBlue[] = "#1f77b4";
+  constexpr char kRed[] = "#d62728";
+  absl::StrAppend(
+      out, "<h2>Last minutes</h2>",
+      SvgLineChart(
+          "chart-lookups", "Lookups per second", "/s",
+          {{"lookups", kBlue, Series(history, &RateSample::rates, 0)}}),
+      SvgLineChart(
+          "chart-keys", "Keys per second", "/s",
+          {{"looked up", kBlue, Series(history, &RateSample::rates, 1)},
+           {"missing", kRed, Series(history, &RateSample::rates, 2)}}),
+      SvgLineChart(
+          "chart-latency", "Lookup p99 latency", "ms",
+          {{"Lookup", kBlue, Series(history, &RateSample::p99s, 0, 1e3)}}),
+      SvgLineChart("chart-lag", "Largest lag behind a shard", "s",
+                   {{"lag", kRed, Series(history, &RateSample::gauges, 0)}}));
+}
+
 void AppendShards(const v1::ServingStatusResponse& status, std::string* out) {
   absl::StrAppend(out,
                   "<h2>Training shards followed</h2><table id=\"shards\">"
@@ -98,6 +129,7 @@ void AppendTables(const v1::ServingStatusResponse& status, std::string* out) {
 
 std::string RenderStatusPage(const v1::ServingStatusResponse& status,
                              uint64_t keys_total, uint64_t missing_keys_total,
+                             const std::vector<RateSample>& history,
                              int refresh_seconds) {
   size_t connected = 0;
   for (const v1::FollowedShard& shard : status.shards()) {
@@ -105,10 +137,9 @@ std::string RenderStatusPage(const v1::ServingStatusResponse& status,
   }
   uint64_t rows = 0;
   for (const v1::TableInfo& table : status.tables()) rows += table.num_rows();
-  std::string out = absl::StrFormat(
-      "<!DOCTYPE html><html><head><meta charset=\"utf-8\">"
-      "<meta http-equiv=\"refresh\" content=\"%d\">"
-      "<title>Strata serving PS</title><style>%s</style></head><body>"
+  std::string out = StatusPageHead("Strata serving PS", refresh_seconds);
+  absl::StrAppendFormat(
+      &out,
       "<h1>Strata serving PS</h1>"
       "<p id=\"summary\">mode <span id=\"mode\">%s</span>; "
       "<span id=\"shards-connected\">%d</span>/<span id=\"shards-total\">%d"
@@ -116,16 +147,13 @@ std::string RenderStatusPage(const v1::ServingStatusResponse& status,
       "<span id=\"tables-total\">%d</span> tables; "
       "<span id=\"keys-total\">%d</span> keys looked up, "
       "<span id=\"missing-keys-total\">%d</span> without a row.</p>",
-      refresh_seconds, kStatusPageStyle, HtmlEscape(status.mode()), connected,
-      status.shards_size(), rows, status.tables_size(), keys_total,
-      missing_keys_total);
+      HtmlEscape(status.mode()), connected, status.shards_size(), rows,
+      status.tables_size(), keys_total, missing_keys_total);
+  AppendCharts(history, &out);
   AppendShards(status, &out);
   AppendReplicaGroups(status, &out);
   AppendTables(status, &out);
-  absl::StrAppendFormat(&out,
-                        "<p>Reloads every %d s. Same numbers as "
-                        "<a href=\"/metrics\">/metrics</a>.</p></body></html>",
-                        refresh_seconds);
+  absl::StrAppend(&out, StatusPageFoot(refresh_seconds));
   return out;
 }
 

@@ -93,6 +93,17 @@ def test_status_page_renders_the_numbers_of_metrics(cluster, tmp_path):
         assert time.monotonic() < deadline, text
         time.sleep(0.05)
 
+    # The charts have a point a second; wait for a few, lookups included.
+    deadline = time.monotonic() + 30
+    while True:
+        page = http_get(port, "/status")
+        points = re.search(r'id="chart-lookups".*?points="([^"]*)"', page,
+                           re.S)
+        if points and len(points.group(1).split()) >= 3:
+            break
+        assert time.monotonic() < deadline, page
+        time.sleep(0.2)
+
     screenshot = tmp_path / "status.png"
     chromium(f"--screenshot={screenshot}", "--window-size=1000,700",
              f"http://127.0.0.1:{port}/status")
@@ -112,6 +123,9 @@ def test_status_page_renders_the_numbers_of_metrics(cluster, tmp_path):
     assert int(cell(dom, "shard-0", "applied")) == metric(
         metrics, 'strata_serving_shard_applied_sequence{shard="0"}')
     assert cell(dom, "shard-0", "state") == "connected"
+    for chart in ("chart-lookups", "chart-keys", "chart-latency",
+                  "chart-lag"):
+        assert f'id="{chart}"' in dom, chart
     assert '<meta http-equiv="refresh"' in http_get(port, "/status")
 
 
