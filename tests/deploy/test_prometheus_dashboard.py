@@ -179,8 +179,8 @@ def test_every_dashboard_query_finds_data_in_a_real_prometheus(run_dir,
     assert all(t["lastError"] == "" for t in active), active
 
     # While the worker trains: lookups on the serving PS, and one request
-    # that fails on each of the shard (an unknown table) and the serving PS
-    # (too many keys).
+    # that fails on each of the shard (a table of another dimension) and the
+    # serving PS (too many keys).
     lookup = [str(m.bin_dir() / "strata-lookup"),
               f"--serving={cluster['serving']['addresses'][0]}"]
     stratactl = [str(m.bin_dir() / "stratactl"),
@@ -195,9 +195,12 @@ def test_every_dashboard_query_finds_data_in_a_real_prometheus(run_dir,
                               capture_output=True, text=True, timeout=30)
     assert too_many.returncode == 1, too_many.stderr
     assert "INVALID_ARGUMENT" in too_many.stderr, too_many.stderr
-    missing = subprocess.run(stratactl + ["pull", "no_such_table", "1"],
-                             capture_output=True, text=True, timeout=30)
-    assert missing.returncode == 1, missing.stderr
+    # The shard refuses it (stratactl checks a pull's table itself).
+    clash = subprocess.run(stratactl + ["create-table", "dlrm_embeddings",
+                                        "--dim=3"],
+                           capture_output=True, text=True, timeout=30)
+    assert clash.returncode == 1, clash.stdout + clash.stderr
+    assert "ALREADY_EXISTS" in clash.stderr, clash.stderr
 
     # Grafana draws each panel over a time range: each query, run over the
     # test's range at a 1 s step, must give a finite point. Rates need two
@@ -230,6 +233,10 @@ def test_every_dashboard_query_finds_data_in_a_real_prometheus(run_dir,
     rows = prometheus_get(prometheus, "/api/v1/query",
                           query="max(strata_table_rows)")["result"]
     assert int(float(rows[0]["value"][1])) > 0, rows
+    refused = prometheus_get(prometheus, "/api/v1/query", query=(
+        'sum(strata_server_requests_total{method="CreateTable",'
+        'code="ALREADY_EXISTS"})'))["result"]
+    assert refused and float(refused[0]["value"][1]) >= 1, refused
 
     stopped = local("stop", at)
     assert stopped.returncode == 0, stopped.stderr + stopped.stdout
