@@ -191,13 +191,8 @@ void AtomicHistogram::Observe(double value) {
 
 void AtomicHistogram::AddTo(prometheus::MetricFamily& family,
                             MetricLabels labels) const {
-  std::array<uint64_t, kMaxBounds + 1> counts{};
-  for (size_t b = 0; b <= bounds_.size(); ++b) {
-    counts[b] = counts_[b].load(std::memory_order_relaxed);
-  }
   AddHistogramSample(
-      family, labels, bounds_,
-      absl::MakeConstSpan(counts.data(), bounds_.size() + 1),
+      family, labels, bounds_, Counts(),
       static_cast<double>(sum_nanos_.load(std::memory_order_relaxed)) / 1e9);
 }
 
@@ -229,9 +224,7 @@ double HistogramQuantile(absl::Span<const double> bounds,
 
 uint64_t AtomicHistogram::count() const {
   uint64_t total = 0;
-  for (size_t b = 0; b <= bounds_.size(); ++b) {
-    total += counts_[b].load(std::memory_order_relaxed);
-  }
+  for (uint64_t c : Counts()) total += c;
   return total;
 }
 

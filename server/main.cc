@@ -303,18 +303,24 @@ void AddStorageMetrics(const StorageStats& stats, MetricFamilies* families) {
              static_cast<double>(stats.failed_writes));
 }
 
-// The data directory's placement against the flags (server/shard_placement.h).
-absl::Status CheckPlacement(const std::string& data_dir, int shard_index,
-                            int num_shards) {
-  ShardPlacement placement;
-  placement.shard_index = static_cast<uint32_t>(shard_index);
-  placement.num_shards = static_cast<uint32_t>(num_shards);
-  return CheckShardPlacement(*FileSystem::Default(), data_dir, placement);
-}
-
 constexpr int kExitOk = 0;
 constexpr int kExitRuntimeError = 1;
 constexpr int kExitUsage = 2;
+
+// The data directory's placement against the flags
+// (server/shard_placement.h): kExitOk, or, logged, kExitUsage for another
+// placement and kExitRuntimeError when it cannot be read or written.
+int PlacementExitCode(const std::string& data_dir, int shard_index,
+                      int num_shards) {
+  ShardPlacement placement;
+  placement.shard_index = static_cast<uint32_t>(shard_index);
+  placement.num_shards = static_cast<uint32_t>(num_shards);
+  const absl::Status placed =
+      CheckShardPlacement(*FileSystem::Default(), data_dir, placement);
+  if (placed.ok()) return kExitOk;
+  STRATA_LOG(ERROR, "server") << placed.message();
+  return absl::IsFailedPrecondition(placed) ? kExitUsage : kExitRuntimeError;
+}
 
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "strata-server: %s (see --help)\n", message.c_str());
@@ -430,13 +436,9 @@ int Run() {
   const bool data_dir_existed =
       FileSystem::Default()->IsDirectory(store_options.data_dir);
   if (data_dir_existed) {
-    if (absl::Status placed =
-            CheckPlacement(store_options.data_dir, shard_index, num_shards);
-        !placed.ok()) {
-      STRATA_LOG(ERROR, "server") << placed.message();
-      return absl::IsFailedPrecondition(placed) ? kExitUsage
-                                                : kExitRuntimeError;
-    }
+    const int placed =
+        PlacementExitCode(store_options.data_dir, shard_index, num_shards);
+    if (placed != kExitOk) return placed;
   }
   absl::StatusOr<std::unique_ptr<EmbeddingStore>> store =
       EmbeddingStore::Open(store_options);
@@ -451,12 +453,9 @@ int Run() {
   // misplaced one is recovered or started); a new one is recorded once the
   // store created it.
   if (!data_dir_existed) {
-    if (absl::Status placed =
-            CheckPlacement(store_options.data_dir, shard_index, num_shards);
-        !placed.ok()) {
-      STRATA_LOG(ERROR, "server") << placed.message();
-      return kExitRuntimeError;
-    }
+    const int placed =
+        PlacementExitCode(store_options.data_dir, shard_index, num_shards);
+    if (placed != kExitOk) return placed;
   }
 
   absl::StatusOr<ReplicationSetup> replication = SetUpReplication(

@@ -1,30 +1,7 @@
 #include "server/request_metrics.h"
 
 namespace strata {
-namespace {
-
-const char* CodeName(size_t code) {
-  static const char* const kNames[] = {"OK",
-                                       "CANCELLED",
-                                       "UNKNOWN",
-                                       "INVALID_ARGUMENT",
-                                       "DEADLINE_EXCEEDED",
-                                       "NOT_FOUND",
-                                       "ALREADY_EXISTS",
-                                       "PERMISSION_DENIED",
-                                       "RESOURCE_EXHAUSTED",
-                                       "FAILED_PRECONDITION",
-                                       "ABORTED",
-                                       "OUT_OF_RANGE",
-                                       "UNIMPLEMENTED",
-                                       "INTERNAL",
-                                       "UNAVAILABLE",
-                                       "DATA_LOSS",
-                                       "UNAUTHENTICATED"};
-  return code < 17 ? kNames[code] : "UNKNOWN";
-}
-
-}  // namespace
+namespace {}  // namespace
 
 const char* RequestMetrics::MethodName(ShardMethod method) {
   switch (method) {
@@ -89,7 +66,8 @@ void RequestMetrics::AddMetrics(MetricFamilies* families) const {
       if (n == 0 && c != 0) continue;
       AddSample(requests,
                 {{"method", MethodName(static_cast<ShardMethod>(m))},
-                 {"code", CodeName(c)}},
+                 {"code",
+                  absl::StatusCodeToString(static_cast<absl::StatusCode>(c))}},
                 static_cast<double>(n));
     }
   }
