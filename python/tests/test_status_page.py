@@ -55,6 +55,25 @@ def cell(dom, row_id, cls):
     return match.group(1)
 
 
+def chart_points(page, chart, series):
+    """The (x, y) points of the line `series` of chart `chart` in a page."""
+    match = re.search(rf'id="{chart}".*?data-name="{series}"[^>]*'
+                      r'points="([^"]*)"', page, re.S)
+    if not match:
+        return []
+    return [tuple(float(v) for v in p.split(",")) for p in
+            match.group(1).split()]
+
+
+def screenshot(port, path, window_size):
+    """A headless Chromium picture of the port's /status, checked to be a
+    PNG of some size."""
+    chromium(f"--screenshot={path}", f"--window-size={window_size}",
+             f"http://127.0.0.1:{port}/status")
+    image = path.read_bytes()
+    assert image[:8] == b"\x89PNG\r\n\x1a\n" and len(image) > 5000
+
+
 @pytest.fixture
 def cluster():
     cluster = Cluster("strata-py-status-")
@@ -97,18 +116,12 @@ def test_status_page_renders_the_numbers_of_metrics(cluster, tmp_path):
     deadline = time.monotonic() + 30
     while True:
         page = http_get(port, "/status")
-        points = re.search(r'id="chart-lookups".*?points="([^"]*)"', page,
-                           re.S)
-        if points and len(points.group(1).split()) >= 3:
+        if len(chart_points(page, "chart-lookups", "lookups")) >= 3:
             break
         assert time.monotonic() < deadline, page
         time.sleep(0.2)
 
-    screenshot = tmp_path / "status.png"
-    chromium(f"--screenshot={screenshot}", "--window-size=1000,700",
-             f"http://127.0.0.1:{port}/status")
-    image = screenshot.read_bytes()
-    assert image[:8] == b"\x89PNG\r\n\x1a\n" and len(image) > 5000
+    screenshot(port, tmp_path / "status.png", "1000,700")
 
     dom = chromium("--dump-dom", f"http://127.0.0.1:{port}/status")
     metrics = http_get(port, "/metrics")
@@ -150,19 +163,16 @@ def test_training_shard_status_page_charts_and_numbers(cluster, tmp_path):
             "--gradients=" + ",".join(["1"] * 20))
         ctl("pull", "page_t", "11,22,33")
         page = http_get(port, "/status")
-        points = re.findall(r'data-name="Pull"[^>]*points="([^"]*)"', page)
-        if round_number >= 3 and points and len(points[0].split()) >= 4:
+        if (round_number >= 3 and
+                len(chart_points(page, "chart-requests", "Pull")) >= 4):
             break
         assert time.monotonic() < deadline, page
         time.sleep(0.3)
 
-    screenshot = tmp_path / "shard-status.png"
-    chromium(f"--screenshot={screenshot}", "--window-size=1200,900",
-             f"http://127.0.0.1:{port}/status")
-    image = screenshot.read_bytes()
-    assert image[:8] == b"\x89PNG\r\n\x1a\n" and len(image) > 5000
+    picture = tmp_path / "shard-status.png"
+    screenshot(port, picture, "1200,900")
     if os.environ.get("STRATA_SCREENSHOT_DIR"):
-        shutil.copy(screenshot, os.environ["STRATA_SCREENSHOT_DIR"])
+        shutil.copy(picture, os.environ["STRATA_SCREENSHOT_DIR"])
 
     dom = chromium("--dump-dom", f"http://127.0.0.1:{port}/status")
     metrics = http_get(port, "/metrics")
@@ -184,8 +194,6 @@ def test_training_shard_status_page_charts_and_numbers(cluster, tmp_path):
         assert f'id="{chart}"' in dom, chart
     # The requests chart drew a Pull line with a point a second, and some
     # point is above its zero line (y = 122 in the 140 px chart).
-    ys = [float(p.split(",")[1]) for p in re.search(
-        r'id="chart-requests".*?data-name="Pull"[^>]*points="([^"]*)"',
-        dom, re.S).group(1).split()]
+    ys = [y for _, y in chart_points(dom, "chart-requests", "Pull")]
     assert len(ys) >= 4 and min(ys) < 121, ys
     assert '<meta http-equiv="refresh"' in http_get(port, "/status")

@@ -11,7 +11,6 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
 import yaml
 
 import k8s_manifests as m
@@ -47,16 +46,6 @@ def alive(pid):
     except ProcessLookupError:
         return False
     return True
-
-
-@pytest.fixture
-def run_dir(tmp_path):
-    directory = tmp_path / "run"
-    (directory / "data").mkdir(parents=True)
-    yield directory
-    # Stop what a failed test left running (only this test's cluster).
-    if (directory / "state.json").exists():
-        local("stop", f"--run_dir={directory}", "--timeout_s=5")
 
 
 def write_data(run_dir, rows):

@@ -119,15 +119,6 @@ def replicated_cluster(ports):
     }
 
 
-@pytest.fixture
-def run_dir(tmp_path):
-    directory = tmp_path / "run"
-    (directory / "data").mkdir(parents=True)
-    yield directory
-    if (directory / "state.json").exists():
-        local("stop", f"--run_dir={directory}", "--timeout_s=5")
-
-
 def test_every_dashboard_query_finds_data_in_a_real_prometheus(run_dir,
                                                                tmp_path):
     ports = m.free_ports(10)
