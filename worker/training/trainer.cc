@@ -11,7 +11,7 @@
 #include "worker/collective/collective.h"
 #include "worker/data/metrics.h"
 #include "worker/ps_client.h"
-#include "worker/training/async_pusher.h"
+#include "worker/async_pusher.h"
 #include "worker/training/batch_pipeline.h"
 #include "worker/training/dense_checkpoint.h"
 #include "worker/training/training_metrics.h"

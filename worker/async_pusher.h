@@ -1,5 +1,5 @@
-#ifndef STRATA_WORKER_TRAINING_ASYNC_PUSHER_H_
-#define STRATA_WORKER_TRAINING_ASYNC_PUSHER_H_
+#ifndef STRATA_WORKER_ASYNC_PUSHER_H_
+#define STRATA_WORKER_ASYNC_PUSHER_H_
 
 #include <cstdint>
 #include <deque>
@@ -63,4 +63,4 @@ class AsyncPusher {
 
 }  // namespace strata
 
-#endif  // STRATA_WORKER_TRAINING_ASYNC_PUSHER_H_
+#endif  // STRATA_WORKER_ASYNC_PUSHER_H_

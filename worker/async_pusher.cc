@@ -1,4 +1,4 @@
-#include "worker/training/async_pusher.h"
+#include "worker/async_pusher.h"
 
 #include <utility>
 
