@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
 """Keras with its embeddings on Strata vs Keras with them inside TensorFlow.
 
-Trains the click model of examples/keras_ctr.py twice in one process, on the
-same parsed data, in the same order, with the same dense model, batch size
-and Keras loop (model.fit):
+Trains the click model of examples/keras_ctr.py two or three times in one
+process, on the same parsed data, in the same order, with the same dense
+model, batch size and Keras loop (model.fit):
 
   strata  strata.tf.Embedding: one table on a Strata shard; each step pulls
           the batch's distinct rows and pushes their summed gradients; the
-          shard applies Adagrad.
+          shard applies Adagrad. The push is queued in the background
+          (--push_staleness, default 1, as strata-worker's --staleness).
+  strata_sync
+          the same with push_staleness 0: each push inside its step.
   tf      keras.layers.Embedding over a vocabulary built from the training
           keys (row 0: out of vocabulary, never trained, as a key first seen
           at evaluation keeps its initial value on a shard); its rows are
@@ -18,7 +21,9 @@ and Keras loop (model.fit):
 
 Both start rows truncated-normal (stddev 0.01) and use Adam (1e-3) for the
 dense weights. Prints one JSON line per run on stderr as it finishes and a
-summary JSON line on stdout (samples/s, held-out AUC, the ratio).
+summary JSON line on stdout (samples/s, CPU seconds per 1,000 samples of the
+process and, for the strata run, of the shard during fit, held-out AUC, the
+ratios).
 
   PYTHONPATH=python build/python-venv/bin/python bench/keras_strata_vs_tf.py \\
       --train /tmp/d/train --holdout /tmp/d/train.holdout
@@ -54,7 +59,11 @@ def parse_args(argv=None):
     p.add_argument("--batch_size", type=int, default=1024)
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--runs", default="strata,tf",
-                   help="which runs, in order: strata, tf")
+                   help="which runs, in order: strata, strata_sync (the "
+                   "same with push_staleness 0), tf")
+    p.add_argument("--push_staleness", type=int, default=1,
+                   help="strata.tf.Embedding's push_staleness (0: push "
+                   "inside the step)")
     p.add_argument("--intra_op_threads", type=int, default=0)
     p.add_argument("--inter_op_threads", type=int, default=0)
     args = p.parse_args(argv)
@@ -148,7 +157,8 @@ def tf_embedding_model(args, vocabulary_size):
     return SparseAdagradModel()
 
 
-def run(name, args, data):
+def run(name, args, data, server_pids=()):
+    staleness = args.push_staleness
     import keras
     import tensorflow as tf
 
@@ -157,7 +167,9 @@ def run(name, args, data):
     dense_hold, values_hold, y_hold = data["holdout"]
     keys = keras_ctr.criteo_keys(values)
     keys_hold = keras_ctr.criteo_keys(values_hold)
-    if name == "strata":
+    if name.startswith("strata"):
+        # strata_sync: the same with every push inside its step.
+        args.push_staleness = 0 if name == "strata_sync" else staleness
         args.table = f"keras_bench_{int(time.time())}"
         model = keras_ctr.build_model(keras_ctr.strata_embedding(args),
                                       args.embedding_dim,
@@ -179,7 +191,12 @@ def run(name, args, data):
     result.update(keras_ctr.fit_and_evaluate(
         model, ({"dense_features": dense, "ids": ids}, y),
         ({"dense_features": dense_hold, "ids": ids_hold}, y_hold),
-        args.batch_size, args.eval_batch_size, args.epochs))
+        args.batch_size, args.eval_batch_size, args.epochs,
+        server_pids=server_pids if name != "tf" else ()))
+    args.push_staleness = staleness
+    result["cpu_seconds_per_1k_samples"] = round(
+        result["trainer_cpu_seconds_per_1k_samples"] +
+        result["server_cpu_seconds_per_1k_samples"], 4)
     if name == "tf":
         result["embedding_rows"] = int(vocabulary.size + 1)
     print(json.dumps(result), file=sys.stderr, flush=True)
@@ -195,11 +212,13 @@ def main(argv=None):
     tf.config.threading.set_intra_op_parallelism_threads(args.intra_op_threads)
     tf.config.threading.set_inter_op_parallelism_threads(args.inter_op_threads)
     shard = None
+    server_pids = ()
     if not args.shards:
         shard = LocalShard()
         args.shards = shard.address
+        server_pids = (shard.proc.pid,)
     try:
-        results = {name: run(name, args, data)
+        results = {name: run(name, args, data, server_pids)
                    for name in args.runs.split(",") if name}
     finally:
         if shard is not None:
@@ -211,12 +230,18 @@ def main(argv=None):
                "cpus_available": len(os.sched_getaffinity(0))}
     for name, r in results.items():
         for key in ("samples_per_second", "samples_per_second_after_first_step",
-                    "holdout_auc", "holdout_log_loss"):
+                    "cpu_seconds_per_1k_samples", "holdout_auc",
+                    "holdout_log_loss"):
             summary[f"{name}_{key}"] = r[key]
-    if "strata" in results and "tf" in results:
-        summary["strata_vs_tf_samples_per_second"] = round(
-            results["strata"]["samples_per_second"] /
+    for name in ("strata", "strata_sync"):
+        if name not in results or "tf" not in results:
+            continue
+        summary[f"{name}_vs_tf_samples_per_second"] = round(
+            results[name]["samples_per_second"] /
             results["tf"]["samples_per_second"], 3)
+        summary[f"{name}_vs_tf_cpu_seconds_per_sample"] = round(
+            results[name]["cpu_seconds_per_1k_samples"] /
+            results["tf"]["cpu_seconds_per_1k_samples"], 3)
     print(json.dumps(summary), flush=True)
 
 

@@ -80,6 +80,9 @@ def parse_args(argv=None):
                    help="table seed (initial rows) and Keras seed")
     p.add_argument("--rpc_timeout_s", type=float, default=10.0)
     p.add_argument("--retry_deadline_s", type=float, default=60.0)
+    p.add_argument("--push_staleness", type=int, default=1,
+                   help="pushes queued in the background (0: push inside "
+                   "the step); 1 is strata-worker's --staleness default")
     return p.parse_args(argv)
 
 
@@ -236,10 +239,19 @@ def build_model(embedding, dim, bottom_mlp, top_mlp, ids_dtype="int64"):
     return keras.Model({"dense_features": dense, "ids": ids}, logit)
 
 
+def cpu_seconds(pid="self"):
+    """User + system CPU seconds a process has used so far (/proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def fit_and_evaluate(model, train, holdout, batch_size, eval_batch_size,
-                     epochs):
+                     epochs, server_pids=()):
     """Trains with model.fit over (inputs, labels) in file order, then
-    scores the holdout. Returns the metrics as a dict."""
+    scores the holdout. Returns the metrics as a dict, with the CPU seconds
+    per 1,000 training samples of this process and of `server_pids` (the
+    shards it trains against) during fit."""
     import keras
 
     class Clock(keras.callbacks.Callback):
@@ -249,10 +261,13 @@ def fit_and_evaluate(model, train, holdout, batch_size, eval_batch_size,
 
     (x, y), (x_hold, y_hold) = train, holdout
     clock = Clock()
+    cpu_before = [cpu_seconds(pid) for pid in ("self", *server_pids)]
     start = time.perf_counter()
     history = model.fit(x, y, batch_size=batch_size, epochs=epochs,
                         shuffle=False, verbose=0, callbacks=[clock])
     seconds = time.perf_counter() - start
+    cpu_used = [cpu_seconds(pid) - before for pid, before in
+                zip(("self", *server_pids), cpu_before)]
     samples = len(y) * epochs
     steps = -(-len(y) // batch_size) * epochs
     t = time.perf_counter()
@@ -267,6 +282,10 @@ def fit_and_evaluate(model, train, holdout, batch_size, eval_batch_size,
         "samples_per_second_after_first_step": (
             round((samples - batch_size) / (start + seconds - clock.first), 1)
             if steps > 1 else None),
+        "trainer_cpu_seconds_per_1k_samples": round(
+            1000 * cpu_used[0] / samples, 4),
+        "server_cpu_seconds_per_1k_samples": round(
+            1000 * sum(cpu_used[1:]) / samples, 4),
         "train_loss_last_epoch": float(history.history["loss"][-1]),
         "holdout_auc": exact_auc(y_hold, logits),
         "holdout_log_loss": log_loss(y_hold, logits),
@@ -301,7 +320,7 @@ def strata_embedding(args):
         optimizer_args=optimizer_args, initializer="truncated_normal",
         initializer_args={"stddev": args.sparse_init_stddev}, seed=args.seed,
         rpc_timeout=args.rpc_timeout_s, retry_deadline=args.retry_deadline_s,
-        name="strata_embedding")
+        push_staleness=args.push_staleness, name="strata_embedding")
 
 
 def main(argv=None):

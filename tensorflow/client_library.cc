@@ -88,6 +88,8 @@ absl::StatusOr<const ClientLibrary*> ClientLibrary::Load() {
         Bind(handle, path, "strata_tf_create_table", &l.create_table),
         Bind(handle, path, "strata_tf_pull", &l.pull),
         Bind(handle, path, "strata_tf_push", &l.push),
+        Bind(handle, path, "strata_tf_push_async", &l.push_async),
+        Bind(handle, path, "strata_tf_wait_for_pushes", &l.wait_for_pushes),
         Bind(handle, path, "strata_tf_serving_client_create",
              &l.serving_client_create),
         Bind(handle, path, "strata_tf_serving_lookup", &l.serving_lookup),

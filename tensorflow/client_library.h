@@ -54,6 +54,8 @@ class ClientLibrary {
   decltype(&strata_tf_create_table) create_table = nullptr;
   decltype(&strata_tf_pull) pull = nullptr;
   decltype(&strata_tf_push) push = nullptr;
+  decltype(&strata_tf_push_async) push_async = nullptr;
+  decltype(&strata_tf_wait_for_pushes) wait_for_pushes = nullptr;
   decltype(&strata_tf_serving_client_create) serving_client_create = nullptr;
   decltype(&strata_tf_serving_lookup) serving_lookup = nullptr;
   decltype(&strata_tf_last_error_message) last_error_message = nullptr;

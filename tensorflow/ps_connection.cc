@@ -108,4 +108,19 @@ absl::Status PsConnection::Push(const std::string& table, const uint64_t* keys,
       "Strata push to table '" + table + "'");
 }
 
+absl::Status PsConnection::PushAsync(const std::string& table,
+                                     const uint64_t* keys, size_t num_keys,
+                                     size_t dim, const float* gradients,
+                                     int max_pending) {
+  return library_->ToStatus(
+      library_->push_async(client_, table.c_str(), keys, num_keys, dim,
+                           gradients, max_pending),
+      "Strata background push to table '" + table + "'");
+}
+
+absl::Status PsConnection::WaitForPushes() {
+  return library_->ToStatus(library_->wait_for_pushes(client_),
+                            "Strata background push");
+}
+
 }  // namespace strata

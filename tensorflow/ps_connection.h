@@ -61,6 +61,14 @@ class PsConnection : public tensorflow::ResourceBase {
   // Applies num_keys * dim gradients to the rows of `keys` (unique keys).
   absl::Status Push(const std::string& table, const uint64_t* keys,
                     size_t num_keys, size_t dim, const float* gradients);
+  // Push in the background, at most `max_pending` (>= 1) of the table
+  // queued or running (strata_tf_push_async); the error of an earlier
+  // background push that failed, if any.
+  absl::Status PushAsync(const std::string& table, const uint64_t* keys,
+                         size_t num_keys, size_t dim, const float* gradients,
+                         int max_pending);
+  // Waits for every background push; the error of one that failed.
+  absl::Status WaitForPushes();
 
  private:
   PsConnection(const ClientLibrary* library, StrataTfClient* client,

@@ -107,14 +107,24 @@ void LookUpRows(OpKernelContext* context, const Tensor& ids, int64_t dim_attr,
 
 class StrataLookupOp : public StrataKernel {
  public:
-  using StrataKernel::StrataKernel;
+  explicit StrataLookupOp(OpKernelConstruction* context)
+      : StrataKernel(context) {
+    OP_REQUIRES_OK(context,
+                   context->GetAttr("wait_for_pushes", &wait_for_pushes_));
+  }
 
   void Compute(OpKernelContext* context) override {
+    if (wait_for_pushes_) {
+      OP_REQUIRES_OK(context, connection_->WaitForPushes());
+    }
     LookUpRows(context, context->input(0), dim_,
                [this](const uint64_t* keys, size_t n, float* out) {
                  return connection_->Pull(table_, keys, n, dim_, out);
                });
   }
+
+ private:
+  bool wait_for_pushes_ = false;
 };
 
 class StrataServingLookupOp : public StrataKernel {
@@ -132,7 +142,10 @@ class StrataServingLookupOp : public StrataKernel {
 
 class StrataPushOp : public StrataKernel {
  public:
-  using StrataKernel::StrataKernel;
+  explicit StrataPushOp(OpKernelConstruction* context) : StrataKernel(context) {
+    OP_REQUIRES_OK(context,
+                   context->GetAttr("max_pending_pushes", &max_pending_));
+  }
 
   void Compute(OpKernelContext* context) override {
     const Tensor& ids = context->input(0);
@@ -154,8 +167,7 @@ class StrataPushOp : public StrataKernel {
     const float* in = gradients.flat<float>().data();
     DistinctIds distinct = Deduplicate(KeysOf(ids), n);
     if (distinct.keys.size() == n) {
-      OP_REQUIRES_OK(
-          context, connection_->Push(table_, distinct.keys.data(), n, dim, in));
+      OP_REQUIRES_OK(context, Push(distinct.keys.data(), n, in));
       return;
     }
     // One summed gradient per distinct id: the PS applies its optimizer
@@ -166,10 +178,20 @@ class StrataPushOp : public StrataKernel {
       const float* g = in + i * dim;
       for (size_t d = 0; d < dim; ++d) sum[d] += g[d];
     }
-    OP_REQUIRES_OK(context,
-                   connection_->Push(table_, distinct.keys.data(),
-                                     distinct.keys.size(), dim, sums.data()));
+    OP_REQUIRES_OK(
+        context, Push(distinct.keys.data(), distinct.keys.size(), sums.data()));
   }
+
+ private:
+  absl::Status Push(const uint64_t* keys, size_t n, const float* gradients) {
+    if (max_pending_ == 0) {
+      return connection_->Push(table_, keys, n, dim_, gradients);
+    }
+    return connection_->PushAsync(table_, keys, n, dim_, gradients,
+                                  static_cast<int>(max_pending_));
+  }
+
+  int64_t max_pending_ = 0;
 };
 
 int OptimizerType(const std::string& name) {

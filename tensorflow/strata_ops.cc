@@ -66,12 +66,17 @@ absl::Status PushShape(InferenceContext* c) {
 // clang-format off
 // Rows of `ids` from table `table` (dimension `dim`) of the training PS.
 // The distinct ids are pulled once each; unseen ids read as their initial
-// values (a pure function of the table's seed and the id).
+// values (a pure function of the table's seed and the id). With
+// `wait_for_pushes`, it first waits until every background push of its
+// connection (StrataPush with max_pending_pushes > 0) has finished, and
+// fails with the error of one that failed: what inference after training
+// does, so that it reads every update.
 REGISTER_OP("StrataLookup")
     .Input("ids: int64")
     .Output("values: float")
     .Attr("table: string")
     .Attr("dim: int >= 1")
+    .Attr("wait_for_pushes: bool = false")
     STRATA_CONNECTION_ATTRS
     .SetIsStateful()
     .SetShapeFn(strata::LookupShape);
@@ -96,12 +101,20 @@ REGISTER_OP("StrataServingLookup")
 // layer returns it as the gradient of its push trigger, which the Keras
 // optimizer reads. (A push with no output, kept only by a control
 // dependency, was pruned by Grappler inside model.fit's nested functions.)
+// With `max_pending_pushes` = 0 the op returns once the PS applied the push.
+// With N > 0 it queues the push on a background thread of its connection and
+// returns (`done` then means queued): at most N pushes of the table are
+// queued or running, so a later lookup may miss at most the last N steps'
+// updates of this process (strata-worker's --staleness); the error of a
+// failed background push is the error of the next StrataPush of the table
+// or of a StrataLookup with wait_for_pushes.
 REGISTER_OP("StrataPush")
     .Input("ids: int64")
     .Input("gradients: float")
     .Output("done: float")
     .Attr("table: string")
     .Attr("dim: int >= 1")
+    .Attr("max_pending_pushes: int >= 0 = 0")
     STRATA_CONNECTION_ATTRS
     .SetIsStateful()
     .SetShapeFn(strata::PushShape);

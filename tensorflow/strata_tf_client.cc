@@ -1,5 +1,6 @@
 #include "tensorflow/strata_tf_client.h"
 
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <new>
@@ -7,28 +8,139 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/tls.h"
 #include "proto/strata.pb.h"
 #include "serving/serving_client.h"
+#include "worker/async_pusher.h"
 #include "worker/ps_client.h"
 
+namespace strata {
+namespace {
+
+// The background pushes of one client: an AsyncPusher per table, made on
+// the first strata_tf_push_async of it. A pusher whose push failed is
+// dropped once its error has been returned, so that the next push of that
+// table starts afresh (an AsyncPusher's error is sticky).
+class BackgroundPushes {
+ public:
+  explicit BackgroundPushes(PsClient* client) : client_(client) {}
+  ~BackgroundPushes() { (void)WaitForAll(); }  // each pusher drains too
+
+  absl::Status Push(const char* table, std::vector<uint64_t> keys,
+                    std::vector<float> gradients, int max_pending) {
+    std::shared_ptr<AsyncPusher> pusher = PusherOf(table, max_pending);
+    absl::Status status = pusher->Push(std::move(keys), std::move(gradients));
+    if (!status.ok()) Forget(table, pusher);
+    return status;
+  }
+
+  absl::Status WaitForAll() {
+    std::vector<std::pair<std::string, std::shared_ptr<AsyncPusher>>> all;
+    {
+      absl::MutexLock lock(&mu_);
+      all.assign(pushers_.begin(), pushers_.end());
+    }
+    absl::Status first_error;
+    for (auto& [table, pusher] : all) {
+      absl::Status status = pusher->Drain();
+      if (status.ok()) continue;
+      Forget(table, pusher);
+      first_error.Update(status);
+    }
+    return first_error;
+  }
+
+ private:
+  std::shared_ptr<AsyncPusher> PusherOf(const std::string& table,
+                                        int max_pending) {
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<AsyncPusher>& pusher = pushers_[table];
+    if (pusher == nullptr) {
+      pusher = std::make_shared<AsyncPusher>(client_, table, max_pending);
+    }
+    return pusher;
+  }
+
+  void Forget(const std::string& table,
+              const std::shared_ptr<AsyncPusher>& pusher) {
+    absl::MutexLock lock(&mu_);
+    auto it = pushers_.find(table);
+    if (it != pushers_.end() && it->second == pusher) pushers_.erase(it);
+  }
+
+  PsClient* const client_;
+  absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<AsyncPusher>> pushers_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace
+}  // namespace strata
+
 // The C handle is the C++ client of the training PS or of the serving PS
-// (exactly one is set); only this file sees its definition.
+// (exactly one is set); only this file sees its definition. `pushes` is
+// destroyed first, so its pushers drain while the client is there.
 struct StrataTfClient {
   std::unique_ptr<strata::PsClient> client;
   std::unique_ptr<strata::ServingClient> serving;
+  std::unique_ptr<strata::BackgroundPushes> pushes;
 };
 
 namespace strata {
 namespace {
+
+// Every client with background pushes, so that exit() finishes their queued
+// pushes: the TensorFlow resource that owns a client may never be destroyed
+// before the process ends. The atexit handler is registered after gRPC's
+// start-up, so it runs before gRPC's own exit handlers.
+absl::Mutex live_clients_mu(absl::kConstInit);
+absl::flat_hash_set<StrataTfClient*>& LiveClients()
+    ABSL_EXCLUSIVE_LOCKS_REQUIRED(live_clients_mu) {
+  static auto* clients = new absl::flat_hash_set<StrataTfClient*>();
+  return *clients;
+}
+
+void FinishPushesAtExit() {
+  absl::MutexLock lock(&live_clients_mu);
+  for (StrataTfClient* client : LiveClients()) {
+    (void)client->pushes->WaitForAll();
+  }
+}
+
+BackgroundPushes& PushesOf(StrataTfClient& client) {
+  absl::MutexLock lock(&live_clients_mu);
+  if (client.pushes == nullptr) {
+    static const bool registered = (std::atexit(FinishPushesAtExit), true);
+    (void)registered;
+    client.pushes = std::make_unique<BackgroundPushes>(client.client.get());
+    LiveClients().insert(&client);
+  }
+  return *client.pushes;
+}
+
+// The client's background pushes, or null when it never pushed in the
+// background.
+BackgroundPushes* ExistingPushesOf(StrataTfClient& client) {
+  absl::MutexLock lock(&live_clients_mu);
+  return client.pushes.get();
+}
+
+void ForgetClient(StrataTfClient* client) {
+  absl::MutexLock lock(&live_clients_mu);
+  LiveClients().erase(client);
+}
 
 // What strata_tf_last_error_*() report: per thread, so that concurrent
 // callers (TensorFlow runs kernels on many threads) never see each other's.
@@ -227,6 +339,9 @@ STRATA_TF_EXPORT int strata_tf_client_create(
 }
 
 STRATA_TF_EXPORT void strata_tf_client_destroy(StrataTfClient* client) {
+  if (client == nullptr) return;
+  strata::ForgetClient(client);
+  client->pushes.reset();  // finishes the queued pushes
   delete client;
 }
 
@@ -264,6 +379,36 @@ STRATA_TF_EXPORT int strata_tf_push(StrataTfClient* client, const char* table,
     if (!valid.ok() || num_keys == 0) return valid;
     return client->client->Push(table, absl::MakeConstSpan(keys, num_keys),
                                 absl::MakeConstSpan(gradients, num_keys * dim));
+  });
+}
+
+STRATA_TF_EXPORT int strata_tf_push_async(StrataTfClient* client,
+                                          const char* table,
+                                          const uint64_t* keys, size_t num_keys,
+                                          size_t dim, const float* gradients,
+                                          int max_pending) {
+  return strata::Guarded([&]() -> absl::Status {
+    absl::Status valid = strata::CheckBatch(client, table, keys, num_keys, dim,
+                                            gradients, "push");
+    if (!valid.ok()) return valid;
+    if (max_pending < 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("push: max_pending is ", max_pending, ", want >= 1"));
+    }
+    if (num_keys == 0) return absl::OkStatus();
+    return strata::PushesOf(*client).Push(
+        table, std::vector<uint64_t>(keys, keys + num_keys),
+        std::vector<float>(gradients, gradients + num_keys * dim), max_pending);
+  });
+}
+
+STRATA_TF_EXPORT int strata_tf_wait_for_pushes(StrataTfClient* client) {
+  return strata::Guarded([&]() -> absl::Status {
+    if (client == nullptr) {
+      return absl::InvalidArgumentError("wait for pushes: null client");
+    }
+    strata::BackgroundPushes* pushes = strata::ExistingPushesOf(*client);
+    return pushes == nullptr ? absl::OkStatus() : pushes->WaitForAll();
   });
 }
 

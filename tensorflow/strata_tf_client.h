@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 /* Bumped whenever a declaration below changes; a loader checks it. */
-#define STRATA_TF_CLIENT_ABI_VERSION 2
+#define STRATA_TF_CLIENT_ABI_VERSION 3
 
 /* The numbers of strata.v1.OptimizerType and strata.v1.InitializerType. */
 #define STRATA_TF_OPTIMIZER_SGD 1
@@ -126,6 +126,24 @@ int strata_tf_pull(StrataTfClient* client, const char* table,
 int strata_tf_push(StrataTfClient* client, const char* table,
                    const uint64_t* keys, size_t num_keys, size_t dim,
                    const float* gradients);
+
+/* strata_tf_push in the background: the keys and gradients are copied and
+ * the call returns once the push is queued. The background pushes of one
+ * table run one at a time, in the order queued, each retried as
+ * strata_tf_push is. At most max_pending (>= 1) of a table are queued or
+ * running: beyond that the call waits for room, which bounds how many of
+ * this client's own updates a pull may not see yet (its staleness).
+ * Returns the error of an earlier background push of the table that
+ * failed, if one did, and then queues nothing; each failure is returned
+ * once, by one call. The pushes queued when the client is destroyed or the
+ * process exits (exit(), not _exit()) are finished first. */
+int strata_tf_push_async(StrataTfClient* client, const char* table,
+                         const uint64_t* keys, size_t num_keys, size_t dim,
+                         const float* gradients, int max_pending);
+
+/* Waits until every background push of the client (of every table) has
+ * finished; returns the error of one that failed, if any (once), else 0. */
+int strata_tf_wait_for_pushes(StrataTfClient* client);
 
 /* Makes a client of the serving PS (strata-serving) instead: options->shards
  * lists its replicas' host:port, comma-separated (calls go round-robin and

@@ -221,6 +221,44 @@ def test_custom_gradient_tape_loop_pushes_exact_gradients(shards, workdir):
                                [-3 * w, -6 * w, -3 * w], atol=1e-6)
 
 
+BACKGROUND_PUSHES = """
+    layer = stf.Embedding(TABLE, 4, shards=SHARDS, create_table=False,
+                          push_staleness=2)
+    ids = tf.constant([[1, 2], [2, 7]], tf.int64)
+    weights = tf.constant([1.0, 2.0, 3.0, 4.0])
+
+    @tf.function
+    def step():
+        with tf.GradientTape() as tape:
+            rows = layer(ids, training=True)  # may miss the last 2 pushes
+            loss = tf.reduce_sum(rows * weights)
+        return tape.gradient(loss, layer.trainable_variables)
+
+    for _ in range(int(os.environ["STRATA_TEST_STEPS"])):
+        step()
+    if os.environ.get("STRATA_TEST_LOOK_UP"):
+        # Not training: waits for the queued pushes first.
+        report(after=layer(ids[:1]).numpy().tolist())
+    else:
+        report(after=None)  # and exit with pushes possibly queued
+"""
+
+
+def test_background_pushes_all_land_are_waited_for_and_finish_at_exit(
+        shards, workdir):
+    table = "fresh_async"
+    create_sgd_table(shards, table)
+    w = np.array([1.0, 2.0, 3.0, 4.0])
+    got = run_case(BACKGROUND_PUSHES, shards, table, workdir,
+                   env={"STRATA_TEST_STEPS": "10", "STRATA_TEST_LOOK_UP": "1"})
+    # SGD, lr 1: each occurrence of a key adds `w` to its gradient per step.
+    np.testing.assert_allclose(got["after"], [[-10 * w, -20 * w]], atol=1e-6)
+    run_case(BACKGROUND_PUSHES, shards, table, workdir,
+             env={"STRATA_TEST_STEPS": "5"})
+    np.testing.assert_allclose(pull(shards, table, [1, 2, 7], 4),
+                               [-15 * w, -30 * w, -15 * w], atol=1e-6)
+
+
 def test_keras_save_and_load_model_in_a_new_process(shards, workdir):
     save = """
         ids, labels = ids_and_labels()

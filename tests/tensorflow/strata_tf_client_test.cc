@@ -124,6 +124,72 @@ TEST_F(StrataTfClientTest, PushSumsDuplicatesAndPullReadsTheRowsBack) {
   EXPECT_EQ(strata_tf_pull(client_, "abi_sgd", keys, 0, 2, nullptr), 0);
 }
 
+TEST_F(StrataTfClientTest, BackgroundPushesAllLandInOrderOnceWaitedFor) {
+  StrataTfTableConfig config = SgdTable("abi_async", 2);
+  ASSERT_EQ(strata_tf_create_table(client_, &config), 0);
+  const uint64_t keys[] = {3, 4};
+  constexpr int kPushes = 50;
+  for (int i = 0; i < kPushes; ++i) {
+    // Each push's buffer is gone when the call returns: it must be copied.
+    std::vector<float> gradients = {1, 2, static_cast<float>(i), 0};
+    ASSERT_EQ(strata_tf_push_async(client_, "abi_async", keys, 2, 2,
+                                   gradients.data(), /*max_pending=*/3),
+              0)
+        << strata_tf_last_error_message();
+    gradients.assign(4, 1e6f);
+  }
+  ASSERT_EQ(strata_tf_wait_for_pushes(client_), 0)
+      << strata_tf_last_error_message();
+  std::vector<float> rows(4);
+  ASSERT_EQ(strata_tf_pull(client_, "abi_async", keys, 2, 2, rows.data()), 0);
+  const float sum_of_i = kPushes * (kPushes - 1) / 2;
+  EXPECT_THAT(rows, ElementsAre(-kPushes, -2 * kPushes, -sum_of_i, 0));
+  EXPECT_EQ(strata_tf_push_async(client_, "abi_async", keys, 2, 2, rows.data(),
+                                 /*max_pending=*/0),
+            kInvalidArgument);
+  EXPECT_THAT(strata_tf_last_error_message(), HasSubstr("max_pending is 0"));
+}
+
+TEST_F(StrataTfClientTest, AFailedBackgroundPushIsReportedOnceThenPushesGoOn) {
+  const uint64_t key = 5;
+  const float gradient[] = {1, 1};
+  ASSERT_EQ(strata_tf_push_async(client_, "abi_unknown", &key, 1, 2, gradient,
+                                 /*max_pending=*/1),
+            0);
+  EXPECT_EQ(strata_tf_wait_for_pushes(client_), kNotFound);
+  EXPECT_THAT(strata_tf_last_error_message(), HasSubstr("abi_unknown"));
+  EXPECT_EQ(strata_tf_wait_for_pushes(client_), 0);  // reported once
+
+  StrataTfTableConfig config = SgdTable("abi_unknown", 2);
+  ASSERT_EQ(strata_tf_create_table(client_, &config), 0);
+  ASSERT_EQ(strata_tf_push_async(client_, "abi_unknown", &key, 1, 2, gradient,
+                                 /*max_pending=*/1),
+            0)
+      << strata_tf_last_error_message();
+  ASSERT_EQ(strata_tf_wait_for_pushes(client_), 0);
+  float row[2];
+  ASSERT_EQ(strata_tf_pull(client_, "abi_unknown", &key, 1, 2, row), 0);
+  EXPECT_THAT(row, ElementsAre(-1, -1));
+}
+
+TEST_F(StrataTfClientTest, DestroyFinishesTheQueuedBackgroundPushes) {
+  StrataTfTableConfig config = SgdTable("abi_drain", 2);
+  ASSERT_EQ(strata_tf_create_table(client_, &config), 0);
+  StrataTfClient* leaving = MakeClient(address_.c_str(), 30);
+  ASSERT_NE(leaving, nullptr);
+  const uint64_t key = 9;
+  const float gradient[] = {1, 3};
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(strata_tf_push_async(leaving, "abi_drain", &key, 1, 2, gradient,
+                                   /*max_pending=*/20),
+              0);
+  }
+  strata_tf_client_destroy(leaving);  // no wait: destroy must finish them
+  float row[2];
+  ASSERT_EQ(strata_tf_pull(client_, "abi_drain", &key, 1, 2, row), 0);
+  EXPECT_THAT(row, ElementsAre(-20, -60));
+}
+
 TEST_F(StrataTfClientTest, ErrorsCarryTheShardsCodeAndMessage) {
   const uint64_t key = 1;
   float row[2];

@@ -21,9 +21,9 @@ retry deadline tf.errors.UnavailableError or DeadlineExceededError.
 from ._ops import (connection_attrs, create_table, embedding_lookup,
                    library_path, load_ops, lookup, push, serving_lookup)
 from .checkpoints import CheckpointCallback, restore_checkpoint
-from .layers import Embedding, export_for_serving
+from .layers import Embedding, export_for_serving, wait_for_pushes
 
 __all__ = ["Embedding", "create_table", "lookup", "push", "embedding_lookup",
            "serving_lookup", "export_for_serving", "CheckpointCallback",
-           "restore_checkpoint", "connection_attrs",
+           "restore_checkpoint", "connection_attrs", "wait_for_pushes",
            "load_ops", "library_path"]

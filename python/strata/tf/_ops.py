@@ -204,11 +204,23 @@ def create_table(table, dim, shards, optimizer="adagrad", learning_rate=0.0,
         load_ops().strata_create_table(table=table, dim=int(dim), **attrs)
 
 
-def lookup(ids, table, dim, shards, **connection):
+def lookup(ids, table, dim, shards, wait_for_pushes=False, **connection):
     """Rows of `ids` (any shape) as float32 of shape ids.shape + [dim].
-    Not differentiable: see embedding_lookup."""
+    Not differentiable: see embedding_lookup. With `wait_for_pushes`, first
+    waits for every background push of the connection (push with
+    max_pending_pushes > 0) and raises the error of one that failed."""
     return load_ops().strata_lookup(as_ids(ids), table=table, dim=int(dim),
+                                    wait_for_pushes=bool(wait_for_pushes),
                                     **connection_attrs(shards, **connection))
+
+
+def wait_for_pushes(shards, **connection):
+    """Waits until every background push made through this connection
+    (shards and connection options, as given to the ops) has been applied by
+    the PS; raises the error of one that failed."""
+    with tf.init_scope():
+        lookup(tf.zeros([0], tf.int64), table="-", dim=1, shards=shards,
+               wait_for_pushes=True, **connection)
 
 
 def serving_lookup(ids, table, dim, serving, **connection):
@@ -221,16 +233,23 @@ def serving_lookup(ids, table, dim, serving, **connection):
         **connection_attrs(serving, **connection))
 
 
-def push(ids, gradients, table, dim, shards, **connection):
+def push(ids, gradients, table, dim, shards, max_pending_pushes=0,
+         **connection):
     """Pushes `gradients` (ids.shape + [dim]) of `ids`, summed per distinct
     id; the PS applies the table's optimizer. Returns a float scalar 0.0
-    that is computed once the push succeeded."""
+    that is computed once the push succeeded, or, with max_pending_pushes N
+    > 0, once it is queued on a background thread (at most N of the table
+    queued or running; a failed one fails the next push or
+    wait_for_pushes)."""
     return load_ops().strata_push(as_ids(ids), gradients, table=table,
                                   dim=int(dim),
+                                  max_pending_pushes=int(max_pending_pushes),
                                   **connection_attrs(shards, **connection))
 
 
-def embedding_lookup(ids, push_trigger, table, dim, shards, **connection):
+def embedding_lookup(ids, push_trigger, table, dim, shards,
+                     max_pending_pushes=0, wait_for_pushes=False,
+                     **connection):
     """lookup() whose gradient is pushed to the PS.
 
     The rows are not TensorFlow variables, so a tape would never
@@ -240,7 +259,8 @@ def embedding_lookup(ids, push_trigger, table, dim, shards, **connection):
     (tape.gradient(loss, [..., variable])), the gradient with respect to the
     rows is pushed (summed per distinct id) and the variable's gradient is
     zero, computed by the push itself. Each computation of that gradient
-    pushes once.
+    pushes once. `max_pending_pushes` and `wait_for_pushes` are those of
+    push() and lookup().
     """
     attrs = connection_attrs(shards, **connection)
     ops = load_ops()
@@ -249,14 +269,17 @@ def embedding_lookup(ids, push_trigger, table, dim, shards, **connection):
 
     @tf.custom_gradient
     def lookup_pushing_gradients(ids, trigger):
-        values = ops.strata_lookup(ids, table=table, dim=dim, **attrs)
+        values = ops.strata_lookup(ids, table=table, dim=dim,
+                                   wait_for_pushes=bool(wait_for_pushes),
+                                   **attrs)
 
         def grad(upstream):
             upstream = tf.convert_to_tensor(upstream, dtype=tf.float32)
             # `done` (0.0) is the trigger's gradient: reading it needs the
             # push, so no graph optimizer drops the push as unused.
-            done = ops.strata_push(ids, upstream, table=table, dim=dim,
-                                   **attrs)
+            done = ops.strata_push(
+                ids, upstream, table=table, dim=dim,
+                max_pending_pushes=int(max_pending_pushes), **attrs)
             return None, tf.cast(tf.reshape(done, tf.shape(trigger)),
                                  trigger.dtype)
 

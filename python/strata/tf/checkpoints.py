@@ -6,6 +6,7 @@ import os
 import keras
 
 from .. import training
+from .layers import wait_for_pushes
 
 
 def _weights_path(directory, checkpoint_id):
@@ -63,7 +64,9 @@ class CheckpointCallback(keras.callbacks.Callback):
     def _save(self):
         checkpoint_id = f"{self.prefix}step-{self.step}"
         # fit's pushes of this step have been acknowledged (the step's
-        # function returned), so the PS checkpoint holds them.
+        # function returned, and background pushes are waited for), so the
+        # PS checkpoint holds them.
+        wait_for_pushes(self.model)
         self._client.checkpoint(checkpoint_id, global_step=self.step,
                                 incremental=self.incremental and
                                 bool(self.saved), timeout=self.timeout)

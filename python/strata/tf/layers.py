@@ -68,6 +68,17 @@ class Embedding(keras.layers.Layer):
     tf.function and in model.fit (the layer has no XLA kernel, so it sets
     supports_jit = False and jit_compile="auto" stays off).
 
+    Asynchronous pushes: with `push_staleness` N > 0, a training step queues
+    its push on a background thread and goes on (at most N pushes of the
+    table queued or running), so the push of step t overlaps step t+1; a
+    training lookup may then miss the updates of at most the last N steps
+    of this process, as strata-worker's --staleness allows. Lookups outside
+    training (predict, evaluate, a call with training=False or unset) first
+    wait for every background push, and so do wait_for_pushes(),
+    CheckpointCallback and the process's normal exit. A background push
+    that fails (a shard unreachable past `retry_deadline`) fails the next
+    step. 0 (the default) pushes inside the step: exact, and slower.
+
     Multi-hot and sequence features: with `combiner` ("sum", "mean" or
     "sqrtn"), ids may be a tf.RaggedTensor or tf.SparseTensor of shape
     [batch, None] (or dense [batch, n]), optionally with `weights` of the
@@ -94,6 +105,8 @@ class Embedding(keras.layers.Layer):
         ("host:port" or a list): the layer then looks its rows up there
         (StrataServingLookup), pushes nothing and creates no table. See
         export_for_serving.
+      push_staleness: see "Asynchronous pushes" above; 1 is strata-worker's
+        default.
       create_table: create the table on the PS when the layer is built (a
         no-op when it exists with the same config; AlreadyExistsError when
         with another).
@@ -113,7 +126,7 @@ class Embedding(keras.layers.Layer):
                  initializer=training.DEFAULT_INITIALIZER,
                  initializer_args=None,
                  seed=0, create_table=True, combiner=None, padding_id=None,
-                 serving=None,
+                 serving=None, push_staleness=0,
                  rpc_timeout=10.0,
                  retry_deadline=30.0, tls_ca_file="", tls_client_cert_file="",
                  tls_client_key_file="", auth_token_file="", **kwargs):
@@ -132,6 +145,10 @@ class Embedding(keras.layers.Layer):
         self.combiner = combiner
         self.serving = serving
         self.padding_id = None if padding_id is None else int(padding_id)
+        self.push_staleness = int(push_staleness)
+        if self.push_staleness < 0:
+            raise ValueError("strata.tf.Embedding: push_staleness must be "
+                             f">= 0, got {push_staleness}")
         self._table_config = dict(
             optimizer=optimizer, learning_rate=learning_rate,
             optimizer_args=dict(optimizer_args or {}),
@@ -156,8 +173,11 @@ class Embedding(keras.layers.Layer):
             _ops.create_table(self.table, self.dim, **self._table_config,
                               **self._connection)
 
-    def call(self, ids, weights=None):
+    def call(self, ids, weights=None, training=None):
         trigger = tf.convert_to_tensor(self.push_trigger)
+        # Only a training step may read rows its own queued pushes have not
+        # reached yet.
+        wait = self.push_staleness > 0 and training is not True
         if self.combiner is None:
             if weights is not None:
                 raise ValueError("strata.tf.Embedding: weights need a "
@@ -165,22 +185,30 @@ class Embedding(keras.layers.Layer):
             if isinstance(ids, (tf.RaggedTensor, tf.SparseTensor)):
                 raise ValueError("strata.tf.Embedding: ragged or sparse ids "
                                  "need a combiner ('sum', 'mean', 'sqrtn')")
-            return self._rows(ids, trigger)
-        return self._combined(ids, weights, trigger)
+            return self._rows(ids, trigger, wait)
+        return self._combined(ids, weights, trigger, wait)
 
-    def _rows(self, ids, trigger):
+    def wait_for_pushes(self):
+        """Waits until the PS has applied every background push of this
+        layer's connection (push_staleness > 0); raises the error of one
+        that failed."""
+        if not self.serving:
+            _ops.wait_for_pushes(**self._connection)
+
+    def _rows(self, ids, trigger, wait):
         if self.serving:
             connection = dict(self._connection)
             del connection["shards"]
             return _ops.serving_lookup(ids, self.table, self.dim, self.serving,
                                        **connection)
         return _ops.embedding_lookup(ids, trigger, self.table, self.dim,
-                                     **self._connection)
+                                     max_pending_pushes=self.push_staleness,
+                                     wait_for_pushes=wait, **self._connection)
 
-    def _combined(self, ids, weights, trigger):
+    def _combined(self, ids, weights, trigger, wait):
         flat_ids, segments, batch, flat_weights = _multi_hot(
             ids, weights, self.padding_id)
-        rows = self._rows(flat_ids, trigger)  # [n, dim]
+        rows = self._rows(flat_ids, trigger, wait)  # [n, dim]
         if flat_weights is None:
             flat_weights = tf.ones(tf.shape(flat_ids), tf.float32)
         summed = tf.math.unsorted_segment_sum(
@@ -204,8 +232,17 @@ class Embedding(keras.layers.Layer):
         config.update(table=self.table, dim=self.dim,
                       create_table=self.create_table, combiner=self.combiner,
                       serving=self.serving, padding_id=self.padding_id,
+                      push_staleness=self.push_staleness,
                       **self._table_config, **self._connection)
         return config
+
+
+def wait_for_pushes(model):
+    """Waits until the PS has applied every background push of the
+    strata.tf.Embedding layers of `model` (see push_staleness)."""
+    for layer in model._flatten_layers():
+        if isinstance(layer, Embedding):
+            layer.wait_for_pushes()
 
 
 def export_for_serving(model, path, serving, **export_args):
