@@ -1,39 +1,38 @@
-// stratactl create-table: the flags of a table's admission and eviction
-// policies (the TableConfig fields of the same names).
+#include "common/table_policy_flags.h"
 
 #include <cstdint>
 
 #include "absl/flags/flag.h"
-#include "tools/stratactl_commands.h"
+#include "proto/strata.pb.h"
 
+// Help texts say "table" for the table the program creates.
 ABSL_FLAG(uint32_t, admit_min_count, 0,
-          "create-table: a key gets a row at its Nth push (0 or 1: at once); "
-          "earlier gradients are dropped.");
+          "Admission: a key gets a row of the table at its Nth push (0 or 1: "
+          "at once); earlier gradients are dropped.");
 ABSL_FLAG(double, admit_probability, 1,
-          "create-table: each push of a key not yet admitted admits it with "
+          "Admission: each push of a key not yet admitted admits it with "
           "this probability, in (0, 1] (1: always).");
 ABSL_FLAG(uint32_t, admit_sketch_width, 0,
-          "create-table: counters per row of the admission count-min sketch "
-          "(0: 262144).");
+          "Admission: counters per row of the count-min sketch that counts "
+          "pushes per key (0: 262144).");
 ABSL_FLAG(uint32_t, admit_sketch_depth, 0,
-          "create-table: rows of the admission count-min sketch (0: 4).");
+          "Admission: rows of that count-min sketch (0: 4).");
 ABSL_FLAG(uint64_t, evict_after_steps, 0,
-          "create-table: delete rows not updated for N global steps (0: "
-          "off).");
+          "Eviction: delete rows of the table not updated for N global "
+          "steps (0: off).");
 ABSL_FLAG(uint64_t, evict_after_seconds, 0,
-          "create-table: delete rows not updated for N seconds (0: off).");
+          "Eviction: delete rows of the table not updated for N seconds (0: "
+          "off).");
 ABSL_FLAG(double, evict_min_norm, 0,
-          "create-table: delete rows whose L2 norm is under this (0: off).");
-
+          "Eviction: delete rows of the table whose L2 norm is under this "
+          "(0: off).");
 ABSL_FLAG(uint64_t, memory_budget_mb, 0,
-          "create-table: MiB of the table's rows each shard keeps in memory; "
-          "the rest stay on disk only (0: all in memory).");
+          "MiB of the table's rows each shard keeps in memory; the rest stay "
+          "on disk only (0: all in memory).");
 
 namespace strata {
-namespace tools_internal {
 
-void SetPoliciesFromFlags(v1::TableConfig& config) {
-  // The server validates the values and names a bad field in its answer.
+void SetTablePoliciesFromFlags(v1::TableConfig& config) {
   config.set_admit_min_count(absl::GetFlag(FLAGS_admit_min_count));
   config.set_admit_probability(
       static_cast<float>(absl::GetFlag(FLAGS_admit_probability)));
@@ -46,5 +45,4 @@ void SetPoliciesFromFlags(v1::TableConfig& config) {
   config.set_memory_budget_bytes(absl::GetFlag(FLAGS_memory_budget_mb) << 20);
 }
 
-}  // namespace tools_internal
 }  // namespace strata

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/table_policy_flags.h"
 #include "tools/json_writer.h"
 #include "tools/stratactl_commands.h"
 
@@ -120,7 +121,7 @@ absl::StatusOr<v1::TableConfig> TableConfigFromFlags(const std::string& name) {
   init->set_max(absl::GetFlag(FLAGS_init_max));
   init->set_mean(absl::GetFlag(FLAGS_init_mean));
   init->set_stddev(absl::GetFlag(FLAGS_init_stddev));
-  SetPoliciesFromFlags(config);
+  SetTablePoliciesFromFlags(config);
   return config;
 }
 

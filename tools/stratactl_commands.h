@@ -37,10 +37,6 @@ void PrintLine(absl::string_view text);
 // "512 B", "1.5 MiB", ...
 std::string HumanBytes(uint64_t bytes);
 
-// Sets the admission and eviction fields of `config` from the create-table
-// flags (--admit_*, --evict_*).
-void SetPoliciesFromFlags(v1::TableConfig& config);
-
 // Each returns the process exit code, having printed its result or error.
 int CreateTableCommand(const CommandContext& context);
 int TablesCommand(const CommandContext& context);

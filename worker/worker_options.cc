@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/file_system.h"
+#include "common/table_policy_flags.h"
 #ifdef STRATA_WITH_CUDA
 #include "worker/collective/nccl_collective.h"
 #endif
@@ -169,6 +170,10 @@ absl::Status ReadModelFlags(WorkerFlags* flags) {
   table.mutable_initializer()->set_stddev(
       static_cast<float>(absl::GetFlag(FLAGS_sparse_init_stddev)));
   table.set_seed(model.seed);
+  // Admission, eviction and memory budget: the same flags as stratactl
+  // create-table's, so that a table made by either has the same config and
+  // the worker attaches to one made before it.
+  SetTablePoliciesFromFlags(table);
   flags->trainer.table = absl::GetFlag(FLAGS_table);
   return absl::OkStatus();
 }
