@@ -1,9 +1,15 @@
 #include "bench/bench_run.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <random>
+#include <sstream>
+#include <string>
 #include <thread>
 
 #include "absl/container/flat_hash_set.h"
@@ -99,6 +105,67 @@ double PercentileMs(const std::vector<int64_t>& sorted, double q) {
 
 }  // namespace
 
+double ProcessCpuSeconds(int pid) {
+  std::ifstream file(pid == 0 ? std::string("/proc/self/stat")
+                              : absl::StrCat("/proc/", pid, "/stat"));
+  std::stringstream text;
+  text << file.rdbuf();
+  // "pid (name) state ...": the name may hold spaces, so fields are counted
+  // after its ')'; utime and stime are the 14th and 15th of the line.
+  const std::string line = text.str();
+  const size_t paren = line.rfind(')');
+  if (!file || paren == std::string::npos) return -1;
+  std::istringstream fields(line.substr(paren + 2));
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i >= 14) ticks += std::strtod(field.c_str(), nullptr);
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+namespace {
+
+// This process's and the servers' CPU seconds, read together.
+struct CpuSample {
+  double client = -1;
+  double servers = -1;
+};
+
+CpuSample SampleCpu(const BenchOptions& options) {
+  CpuSample sample;
+  sample.client = ProcessCpuSeconds(0);
+  if (options.server_pids.empty()) return sample;
+  sample.servers = 0;
+  for (int pid : options.server_pids) {
+    const double seconds = ProcessCpuSeconds(pid);
+    if (seconds < 0) return CpuSample{sample.client, -1};
+    sample.servers += seconds;
+  }
+  return sample;
+}
+
+double Used(double before, double after) {
+  return before < 0 || after < 0 ? -1 : after - before;
+}
+
+// " cpu_s/Mkeys=..." of the summary line, with what was measured.
+std::string CpuText(const RunResult& result) {
+  if (result.keys == 0 || result.client_cpu_seconds < 0) return "";
+  const double per_million = 1e6 / static_cast<double>(result.keys);
+  if (result.server_cpu_seconds < 0) {
+    return absl::StrFormat(" cpu_s/Mkeys=%.3f(client)",
+                           result.client_cpu_seconds * per_million);
+  }
+  return absl::StrFormat(
+      " cpu_s/Mkeys=%.3f(client %.3f + servers %.3f)",
+      (result.client_cpu_seconds + result.server_cpu_seconds) * per_million,
+      result.client_cpu_seconds * per_million,
+      result.server_cpu_seconds * per_million);
+}
+
+}  // namespace
+
 void PrintReport(const BenchOptions& options, const RunResult& result,
                  bool json) {
   std::vector<int64_t> sorted = result.latencies_ns;
@@ -116,10 +183,10 @@ void PrintReport(const BenchOptions& options, const RunResult& result,
     absl::StrAppend(&error_text, " ", code, "=", count);
   }
   std::string line = absl::StrFormat(
-      "%s: requests=%d keys=%d seconds=%.2f keys/s=%.0f MB/s=%.1f "
+      "%s: requests=%d keys=%d seconds=%.2f keys/s=%.0f MB/s=%.1f%s "
       "latency_ms",
       options.mode, result.requests, result.keys, result.seconds, keys_per_s,
-      mb_per_s);
+      mb_per_s, CpuText(result));
   for (int q = 0; q < 4; ++q) {
     absl::StrAppendFormat(&line, " %s=%.3f", names[q],
                           PercentileMs(sorted, quantiles[q]));
@@ -155,6 +222,21 @@ void PrintReport(const BenchOptions& options, const RunResult& result,
     out.Key("seconds").Double(result.seconds);
     out.Key("keys_per_s").Double(keys_per_s);
     out.Key("mb_per_s").Double(mb_per_s);
+    // CPU seconds per million keys; -1 when not measured.
+    auto per_mkeys = [&](double seconds) {
+      return seconds < 0 || result.keys == 0
+                 ? -1.0
+                 : seconds * 1e6 / static_cast<double>(result.keys);
+    };
+    out.Key("client_cpu_s_per_mkeys")
+        .Double(per_mkeys(result.client_cpu_seconds));
+    out.Key("server_cpu_s_per_mkeys")
+        .Double(per_mkeys(result.server_cpu_seconds));
+    out.Key("cpu_s_per_mkeys")
+        .Double(result.server_cpu_seconds < 0
+                    ? -1.0
+                    : per_mkeys(result.client_cpu_seconds +
+                                result.server_cpu_seconds));
     out.Key("latency_ms").BeginObject();
     for (int q = 0; q < 4; ++q) {
       out.Key(names[q]).Double(PercentileMs(sorted, quantiles[q]));
@@ -174,14 +256,34 @@ RunResult RunThreads(
     const std::function<RunResult(size_t, const Window&)>& run) {
   const SteadyClock::time_point start = SteadyClock::now();
   const Window window(options, start);
+  CpuSample before, after;
+  std::thread cpu_sampler;
+  if (window.open_ended()) {
+    before = SampleCpu(options);
+  } else {
+    // Read at the window's edges, so that warm-up and drain are left out.
+    cpu_sampler = std::thread([&] {
+      std::this_thread::sleep_until(window.begin());
+      before = SampleCpu(options);
+      std::this_thread::sleep_until(window.end());
+      after = SampleCpu(options);
+    });
+  }
   std::vector<RunResult> results(count);
   std::vector<std::thread> threads;
   for (size_t t = 0; t < count; ++t) {
     threads.emplace_back([&, t] { results[t] = run(t, window); });
   }
   for (std::thread& thread : threads) thread.join();
+  if (cpu_sampler.joinable()) {
+    cpu_sampler.join();
+  } else {
+    after = SampleCpu(options);
+  }
   RunResult merged;
   for (const RunResult& result : results) merged.Merge(result);
+  merged.client_cpu_seconds = Used(before.client, after.client);
+  merged.server_cpu_seconds = Used(before.servers, after.servers);
   merged.seconds =
       options.is_load()
           ? std::chrono::duration<double>(SteadyClock::now() - start).count()

@@ -42,6 +42,9 @@ struct BenchOptions {
   double qps = 0;
   // freshness: background push load on the training shards.
   double push_keys_per_s = 100000;
+  // Processes on this machine (the servers) whose CPU time over the
+  // measured window is reported next to the client's.
+  std::vector<int> server_pids;
 
   // Load modes write every key once instead of running for a duration.
   bool is_load() const { return mode == "load" || mode == "redis-load"; }
@@ -64,6 +67,11 @@ struct RunResult {
   std::string first_error;
   // Length of the measured window.
   double seconds = 0;
+  // User + system CPU seconds over the measured window of this process
+  // (every client thread) and of BenchOptions::server_pids together; < 0
+  // when they could not be read.
+  double client_cpu_seconds = -1;
+  double server_cpu_seconds = -1;
 
   void AddError(const std::string& code, const std::string& message);
 
@@ -79,6 +87,9 @@ class Window {
 
   // Whether threads should stop issuing requests.
   bool Over(SteadyClock::time_point now) const;
+  bool open_ended() const { return open_ended_; }
+  SteadyClock::time_point begin() const { return begin_; }
+  SteadyClock::time_point end() const { return end_; }
   // Records a successful request issued at `issued`, done at `done`.
   void Complete(SteadyClock::time_point issued, SteadyClock::time_point done,
                 uint64_t keys, RunResult& result) const;
@@ -103,9 +114,14 @@ std::vector<float> MakeRow(const BenchOptions& options);
 // ... and never touches a request another slot has in flight.
 size_t PoolSize(const BenchOptions& options);
 
+// User + system CPU seconds process `pid` (0: this one) has used, from
+// /proc; < 0 when it cannot be read (the process is gone).
+double ProcessCpuSeconds(int pid);
+
 // Starts the measuring window, runs run(t, window) for t in 0..count-1 on
 // as many threads, and merges their results. `seconds` is the window's length,
-// or for load runs the time they took.
+// or for load runs the time they took; the CPU seconds are read at the
+// window's start and end.
 RunResult RunThreads(
     const BenchOptions& options, size_t count,
     const std::function<RunResult(size_t, const Window&)>& run);

@@ -142,13 +142,28 @@ field() {
     'index($0, name) == 1 { print substr($0, length(name) + 1); exit }'
 }
 
-# bench LABEL ARGS...: runs strata-bench, records its row.
+# json_number NAME JSON: a number field of strata-bench's JSON line.
+json_number() {
+  grep -o "\"$1\":[-0-9.e+]*" <<<"$2" | head -1 | cut -d: -f2
+}
+
+# cpu_text JSON: "client+server" CPU seconds per million keys, 3 digits.
+cpu_text() {
+  awk -v total="$(json_number cpu_s_per_mkeys "$1")" \
+    -v client="$(json_number client_cpu_s_per_mkeys "$1")" \
+    'BEGIN { if (total >= 0) printf "%.3f (client %.3f)", total, client; else print "-" }'
+}
+
+# bench LABEL ARGS...: runs strata-bench, records its row. The server whose
+# CPU time counts is redis-server for the redis modes, else strata-server.
 bench() {
   local label=$1
   shift
-  local output rc
+  local output rc server_pid=$SERVER_PID
+  [[ "$label" == redis* ]] && server_pid=$REDIS_PID
   output=$("$BENCH_BIN" --table="$TABLE" --dim="$DIM" --num_keys="$NUM_KEYS" \
-    --shards="${SHARDS:-}" --redis="$REDIS_ADDRESS" --json "$@" 2>"$WORK/bench.err")
+    --shards="${SHARDS:-}" --redis="$REDIS_ADDRESS" \
+    --server_pids="$server_pid" --json "$@" 2>"$WORK/bench.err")
   rc=$?
   local summary json
   summary=$(sed -n 1p <<<"$output")
@@ -158,11 +173,11 @@ bench() {
   if [[ $rc -ne 0 || -z "$summary" ]]; then
     FAILED=1
     echo "run.sh: '$label' failed (exit $rc): $(cat "$WORK/bench.err")" >&2
-    ROWS+=("| \`$label\` | FAILED (exit $rc) | | | | |")
+    ROWS+=("| \`$label\` | FAILED (exit $rc) | | | | | |")
     return 0
   fi
   LAST_KEYS_PER_S=$(field 'keys/s' "$summary")
-  ROWS+=("| \`$label\` | $LAST_KEYS_PER_S | $(field 'MB/s' "$summary") | $(field p50 "$summary") | $(field p99 "$summary") | @RATIO@ |")
+  ROWS+=("| \`$label\` | $LAST_KEYS_PER_S | $(field 'MB/s' "$summary") | $(field p50 "$summary") | $(field p99 "$summary") | $(cpu_text "$json") | @RATIO@ |")
 }
 
 ratio() {
@@ -233,10 +248,12 @@ done
   echo "$(date -u +%Y-%m-%dT%H:%M:%SZ), $(nproc) CPUs, $NUM_KEYS keys of dim $DIM," \
     "${DURATION_S}s per run after ${WARMUP_S}s warmup, strata-server and" \
     "redis-server on 127.0.0.1, one client thread. Pulls use uniform keys;" \
-    "MB/s counts values only (keys/s x dim x bytes per value)."
+    "MB/s counts values only (keys/s x dim x bytes per value); CPU-s/M keys" \
+    "is the user + system CPU seconds of the client and the server per" \
+    "million keys over the measured window."
   echo
-  echo "| command | keys/s | MB/s | p50 ms | p99 ms | Strata/Redis MGET keys/s |"
-  echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+  echo "| command | keys/s | MB/s | p50 ms | p99 ms | CPU-s / M keys | Strata/Redis MGET keys/s |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
   for row in "${ROWS[@]}"; do
     echo "${row/@RATIO@/}"
   done

@@ -8,6 +8,7 @@
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "bench/bench_run.h"
@@ -56,6 +57,9 @@ ABSL_FLAG(int, timeout_ms, 10000, "Deadline of every request.");
 ABSL_FLAG(int, pool_batches, 16,
           "Requests built per thread before the timed loop and reused in "
           "turn (rounded up to a multiple of --inflight).");
+ABSL_FLAG(std::string, server_pids, "",
+          "Comma-separated pids of the servers (on this machine) whose CPU "
+          "seconds per million keys are reported next to the client's.");
 ABSL_FLAG(bool, json, false,
           "After the summary line, print one JSON object with the results.");
 
@@ -167,6 +171,16 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   }
   if (options.pool_batches < 1 || options.pool_batches > 4096) {
     return absl::InvalidArgumentError("--pool_batches must be in 1..4096");
+  }
+  for (absl::string_view text : absl::StrSplit(absl::GetFlag(FLAGS_server_pids),
+                                               ',', absl::SkipWhitespace())) {
+    int pid = 0;
+    if (!absl::SimpleAtoi(text, &pid) || pid <= 0 ||
+        ProcessCpuSeconds(pid) < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--server_pids: \"", text, "\" is not a running process"));
+    }
+    options.server_pids.push_back(pid);
   }
   return options;
 }

@@ -1,0 +1,38 @@
+"""The short version of bench/run.sh that CI runs: every row of the matrix
+(Strata pulls and pushes, Redis MGET/MSET) measures something, with its CPU
+seconds per million keys next to keys/s."""
+
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import k8s_manifests as m
+
+
+def test_bench_matrix_runs_and_reports_cpu_per_million_keys(tmp_path):
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server is not installed")
+    build = m.bin_dir().parent
+    env = dict(os.environ, DURATION_S="0.5", WARMUP_S="0.2", NUM_KEYS="20000",
+               DIM="16", OUT_DIR=str(tmp_path))
+    done = subprocess.run(["bash", str(m.REPO / "bench" / "run.sh"),
+                           str(build)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [line for line in (tmp_path / "results.md").read_text().splitlines()
+            if line.startswith("| `")]
+    # load x2, pulls 2 encodings x 2 batches x 2 inflights, MGET x4, MSET x2,
+    # pushes x3.
+    assert len(rows) == 19, rows
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        label, keys_per_s, cpu = cells[0], cells[1], cells[5]
+        assert float(keys_per_s) > 0, row
+        match = re.fullmatch(r"([0-9.]+) \(client ([0-9.]+)\)", cpu)
+        assert match, row
+        # The total holds the client's share and the server's (> 0: it
+        # answered every request).
+        assert float(match.group(1)) > float(match.group(2)) >= 0, row
