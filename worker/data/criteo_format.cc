@@ -4,7 +4,9 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/hash.h"
+#include "common/status_macros.h"
 
 namespace strata {
 namespace {
@@ -50,6 +52,8 @@ const char* CriteoLineErrorName(CriteoLineError error) {
       return "bad_integer";
     case CriteoLineError::kBadCategorical:
       return "bad_categorical";
+    case CriteoLineError::kTooManyValues:
+      return "too_many_values";
     case CriteoLineError::kTooManyFields:
       return "too_many_fields";
   }
@@ -95,10 +99,42 @@ bool ParseCriteoHex(absl::string_view text, uint32_t* value) {
   return true;
 }
 
+namespace {
+
+// Appends the keys of categorical field `c` (0-based) whose text is `text`.
+absl::Status ParseCategorical(int c, absl::string_view text,
+                              CriteoExample* example, CriteoLineError* error) {
+  if (text.empty()) {
+    example->keys.push_back(CriteoMissingKey(c));
+  } else {
+    const size_t first = example->keys.size();
+    for (absl::string_view value_text :
+         absl::StrSplit(text, kCriteoValueSeparator)) {
+      uint32_t value = 0;
+      if (!ParseCriteoHex(value_text, &value)) {
+        return Malformed(CriteoLineError::kBadCategorical, error,
+                         absl::StrCat("C", c + 1, " ", Quote(value_text),
+                                      " is not 8 hex digits"));
+      }
+      if (example->keys.size() - first == kCriteoMaxValuesPerField) {
+        return Malformed(CriteoLineError::kTooManyValues, error,
+                         absl::StrCat("C", c + 1, " has more than ",
+                                      kCriteoMaxValuesPerField, " values"));
+      }
+      example->keys.push_back(CriteoFeatureKey(c, value));
+    }
+  }
+  example->ends[c] = static_cast<uint32_t>(example->keys.size());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ParseCriteoLine(absl::string_view line, CriteoExample* example,
                              CriteoLineError* error) {
   if (error != nullptr) *error = CriteoLineError::kNone;
   if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  example->keys.clear();
   int field = 0;
   size_t start = 0;
   // One pass over the fields; positions past the last field stay empty.
@@ -127,16 +163,7 @@ absl::Status ParseCriteoLine(absl::string_view line, CriteoExample* example,
       example->dense[field - 1] = CriteoDenseTransform(value);
     } else {
       const int c = field - 1 - kCriteoNumDense;
-      uint32_t value = 0;
-      if (text.empty()) {
-        example->keys[c] = CriteoMissingKey(c);
-      } else if (ParseCriteoHex(text, &value)) {
-        example->keys[c] = CriteoFeatureKey(c, value);
-      } else {
-        return Malformed(
-            CriteoLineError::kBadCategorical, error,
-            absl::StrCat("C", c + 1, " ", Quote(text), " is not 8 hex digits"));
-      }
+      STRATA_RETURN_IF_ERROR(ParseCategorical(c, text, example, error));
     }
     ++field;
     if (tab == absl::string_view::npos) break;
@@ -148,7 +175,8 @@ absl::Status ParseCriteoLine(absl::string_view line, CriteoExample* example,
       example->dense[field - 1] = 0.0f;
     } else {
       const int c = field - 1 - kCriteoNumDense;
-      example->keys[c] = CriteoMissingKey(c);
+      example->keys.push_back(CriteoMissingKey(c));
+      example->ends[c] = static_cast<uint32_t>(example->keys.size());
     }
   }
   return absl::OkStatus();

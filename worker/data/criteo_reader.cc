@@ -42,12 +42,34 @@ void Batch::Clear() {
   labels.clear();
   dense.clear();
   keys.clear();
+  field_offsets.clear();
 }
 
 void Batch::Append(const CriteoExample& example) {
+  if (field_offsets.empty()) field_offsets.push_back(0);
+  const uint32_t base = static_cast<uint32_t>(keys.size());
   labels.push_back(example.label);
   dense.insert(dense.end(), example.dense, example.dense + kCriteoNumDense);
-  keys.insert(keys.end(), example.keys, example.keys + kCriteoNumCategorical);
+  keys.insert(keys.end(), example.keys.begin(), example.keys.end());
+  for (uint32_t end : example.ends) field_offsets.push_back(base + end);
+}
+
+void Batch::AppendRange(const Batch& other, size_t begin, size_t end) {
+  if (begin >= end) return;
+  if (field_offsets.empty()) field_offsets.push_back(0);
+  labels.insert(labels.end(), other.labels.begin() + begin,
+                other.labels.begin() + end);
+  dense.insert(dense.end(), other.dense.begin() + begin * kCriteoNumDense,
+               other.dense.begin() + end * kCriteoNumDense);
+  const uint32_t first = other.field_offsets[begin * kCriteoNumCategorical];
+  const uint32_t last = other.field_offsets[end * kCriteoNumCategorical];
+  const uint32_t base = static_cast<uint32_t>(keys.size());
+  keys.insert(keys.end(), other.keys.begin() + first,
+              other.keys.begin() + last);
+  for (size_t i = begin * kCriteoNumCategorical + 1;
+       i <= end * kCriteoNumCategorical; ++i) {
+    field_offsets.push_back(base + other.field_offsets[i] - first);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<CriteoReader>> CriteoReader::Open(
@@ -210,10 +232,7 @@ absl::StatusOr<Batch> ReadAllCriteoExamples(CriteoReaderOptions options) {
   while (true) {
     STRATA_RETURN_IF_ERROR(reader->ReadBatch(&batch));
     if (batch.size() == 0) return all;
-    all.labels.insert(all.labels.end(), batch.labels.begin(),
-                      batch.labels.end());
-    all.dense.insert(all.dense.end(), batch.dense.begin(), batch.dense.end());
-    all.keys.insert(all.keys.end(), batch.keys.begin(), batch.keys.end());
+    all.AppendRange(batch, 0, batch.size());
   }
 }
 

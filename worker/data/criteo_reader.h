@@ -16,17 +16,24 @@
 namespace strata {
 
 // A batch of examples as struct-of-arrays, row-major:
-// dense[i * kCriteoNumDense + j] is I(j+1) of example i, keys[i *
-// kCriteoNumCategorical + f] the key of C(f+1) (see CriteoFeatureKey). Which
-// embedding table a field's keys go to is the model's choice.
+// dense[i * kCriteoNumDense + j] is I(j+1) of example i, and the keys of
+// C(f+1) of example i (see CriteoFeatureKey) are keys[field_offsets[i *
+// kCriteoNumCategorical + f], field_offsets[i * kCriteoNumCategorical + f +
+// 1]): one per field on single-hot data, where keys[i * kCriteoNumCategorical
+// + f] is that key. Which embedding table a field's keys go to is the
+// model's choice.
 struct Batch {
   std::vector<float> labels;   // 0 or 1
   std::vector<float> dense;    // size() * kCriteoNumDense
-  std::vector<uint64_t> keys;  // size() * kCriteoNumCategorical
+  std::vector<uint64_t> keys;  // every example's, field by field
+  // size() * kCriteoNumCategorical + 1 (empty before the first Append).
+  std::vector<uint32_t> field_offsets;
 
   size_t size() const { return labels.size(); }
   void Clear();
   void Append(const CriteoExample& example);
+  // Appends examples [begin, end) of `other`.
+  void AppendRange(const Batch& other, size_t begin, size_t end);
 };
 
 struct CriteoReaderOptions {

@@ -26,15 +26,16 @@ void IndexKeys(PreparedBatch* batch) {
   index.reserve(keys.size());
   batch->unique_keys.clear();
   batch->rows.resize(keys.size());
-  batch->offsets.resize(keys.size() + 1);
   for (size_t k = 0; k < keys.size(); ++k) {
     auto [it, inserted] = index.try_emplace(
         keys[k], static_cast<uint32_t>(batch->unique_keys.size()));
     if (inserted) batch->unique_keys.push_back(keys[k]);
     batch->rows[k] = it->second;
-    batch->offsets[k] = static_cast<uint32_t>(k);
   }
-  batch->offsets[keys.size()] = static_cast<uint32_t>(keys.size());
+  // Key k is key k of the batch: the model's (example, field) slots are the
+  // batch's own.
+  batch->offsets = batch->examples.field_offsets;
+  if (batch->offsets.empty()) batch->offsets.push_back(0);
 }
 
 absl::StatusOr<std::unique_ptr<BatchPipeline>> BatchPipeline::Start(

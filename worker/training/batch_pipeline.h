@@ -34,9 +34,9 @@ struct PreparedBatch {
   ModelBatch View() const;
 };
 
-// Fills unique_keys, offsets and rows of `batch` from its examples'
-// single-hot keys (kCriteoNumCategorical per example), keys in order of
-// first appearance.
+// Fills unique_keys, offsets and rows of `batch` from its examples' keys
+// (one or more per field: multi-hot fields are pooled by the model), keys in
+// order of first appearance.
 void IndexKeys(PreparedBatch* batch);
 
 struct BatchPipelineOptions {

@@ -17,11 +17,8 @@ namespace {
 
 // Copies examples [begin, end) of `from` into `to`.
 void SliceExamples(const Batch& from, size_t begin, size_t end, Batch* to) {
-  to->labels.assign(from.labels.begin() + begin, from.labels.begin() + end);
-  to->dense.assign(from.dense.begin() + begin * kCriteoNumDense,
-                   from.dense.begin() + end * kCriteoNumDense);
-  to->keys.assign(from.keys.begin() + begin * kCriteoNumCategorical,
-                  from.keys.begin() + end * kCriteoNumCategorical);
+  to->Clear();
+  to->AppendRange(from, begin, end);
 }
 
 }  // namespace

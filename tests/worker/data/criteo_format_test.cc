@@ -117,6 +117,43 @@ struct MalformedCase {
   std::string message;
 };
 
+// kCriteoMaxValuesPerField + 1 values of one field.
+std::string TooManyValues() {
+  std::string text = "00000001";
+  for (int i = 0; i < kCriteoMaxValuesPerField; ++i) text += ",00000001";
+  return text;
+}
+
+TEST(CriteoFormatTest, MultiHotFieldsGiveEveryValueInOrder) {
+  // C1 = a, b, a; C2 empty; C3 = ff; C4 holds the most values allowed.
+  std::string c4 = "00000001";
+  for (int i = 1; i < kCriteoMaxValuesPerField; ++i) c4 += ",00000001";
+  const std::string line = "1" + std::string(14, '\t') +
+                           "0000000a,0000000b,0000000a\t\t000000ff\t" + c4;
+  CriteoExample e;
+  ASSERT_THAT(ParseCriteoLine(line, &e, nullptr), IsOk());
+  ASSERT_EQ(e.keys.size(), 3u + 1 + 1 + kCriteoMaxValuesPerField + 22);
+  EXPECT_EQ(e.begin(0), 0u);
+  EXPECT_EQ(e.ends[0], 3u);
+  EXPECT_EQ(e.keys[0], CriteoFeatureKey(0, 0xa));
+  EXPECT_EQ(e.keys[1], CriteoFeatureKey(0, 0xb));
+  EXPECT_EQ(e.keys[2], CriteoFeatureKey(0, 0xa));
+  EXPECT_EQ(e.ends[1], 4u);
+  EXPECT_EQ(e.keys[3], CriteoMissingKey(1));
+  EXPECT_EQ(e.ends[2], 5u);
+  EXPECT_EQ(e.keys[4], CriteoFeatureKey(2, 0xff));
+  EXPECT_EQ(e.ends[3], 5u + kCriteoMaxValuesPerField);
+  EXPECT_EQ(e.keys[5], CriteoFeatureKey(3, 1));
+  for (int f = 4; f < kCriteoNumCategorical; ++f) {
+    EXPECT_EQ(e.ends[f] - e.begin(f), 1u) << f;
+    EXPECT_EQ(e.keys[e.begin(f)], CriteoMissingKey(f)) << f;
+  }
+  // The next line reuses the example: nothing of this one stays.
+  ASSERT_THAT(ParseCriteoLine("0", &e, nullptr), IsOk());
+  EXPECT_EQ(e.keys.size(), static_cast<size_t>(kCriteoNumCategorical));
+  EXPECT_EQ(e.ends[25], 26u);
+}
+
 TEST(CriteoFormatTest, MalformedLinesAreRejectedWithTheReason) {
   const std::string rest_of_line = "\t1" + std::string(38, '\t');
   const MalformedCase cases[] = {
@@ -134,6 +171,13 @@ TEST(CriteoFormatTest, MalformedLinesAreRejectedWithTheReason) {
        CriteoLineError::kBadCategorical, "C2 '68fd1e6'"},
       {"1" + std::string(40, '\t'), CriteoLineError::kTooManyFields,
        "more than 40 fields"},
+      // Multi-hot: every value is checked, and an empty one is not a value.
+      {"1" + std::string(14, '\t') + "0000000a,zz",
+       CriteoLineError::kBadCategorical, "C1 'zz' is not 8 hex digits"},
+      {"1" + std::string(14, '\t') + "0000000a,",
+       CriteoLineError::kBadCategorical, "C1 '' is not 8 hex digits"},
+      {"1" + std::string(14, '\t') + TooManyValues(),
+       CriteoLineError::kTooManyValues, "C1 has more than 1024 values"},
   };
   for (const MalformedCase& c : cases) {
     CriteoExample e;

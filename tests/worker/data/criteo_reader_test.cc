@@ -83,6 +83,49 @@ TEST(CriteoReaderTest, ReadsBatchesAcrossFilesUntilTheEpochEnds) {
   EXPECT_EQ(reader->stats().examples, 12);
 }
 
+TEST(CriteoReaderTest, MultiHotLinesKeepTheirKeysPerExampleAndField) {
+  const std::string dir = TestDir();
+  const std::string tabs(14, '\t');
+  // Example 0: C1 = a, b; example 1: plain; example 2: C2 = c, c, d.
+  WriteTextFile(dir + "/a", "1" + tabs + "0000000a,0000000b\n" + Line(1) + "0" +
+                                tabs + "\t0000000c,0000000c,0000000d\n");
+  CriteoReaderOptions options;
+  options.files = {dir + "/a"};
+  options.batch_size = 2;  // examples 0 and 1, then 2
+  const uint32_t n = kCriteoNumCategorical;
+  STRATA_ASSERT_OK_AND_ASSIGN(auto reader, CriteoReader::Open(options));
+  Batch batch;
+  ASSERT_THAT(reader->ReadBatch(&batch), IsOk());
+  ASSERT_EQ(batch.size(), 2u);
+  ASSERT_EQ(batch.field_offsets.size(), 2 * n + 1);
+  EXPECT_EQ(batch.keys.size(), 2 * n + 1);
+  EXPECT_EQ(batch.field_offsets[1], 2u);  // C1 of example 0: a, b
+  EXPECT_EQ(batch.keys[0], CriteoFeatureKey(0, 0xa));
+  EXPECT_EQ(batch.keys[1], CriteoFeatureKey(0, 0xb));
+  EXPECT_EQ(batch.field_offsets[n], n + 1);  // example 1 starts there
+  EXPECT_EQ(batch.keys[n + 1], CriteoFeatureKey(0, 0xa));  // Line(1)'s C1
+
+  // ReadAllCriteoExamples joins batches, offsets rebased.
+  options.batch_size = 1;
+  STRATA_ASSERT_OK_AND_ASSIGN(Batch all, ReadAllCriteoExamples(options));
+  ASSERT_EQ(all.size(), 3u);
+  ASSERT_EQ(all.field_offsets.size(), 3 * n + 1);
+  EXPECT_EQ(all.keys.size(), 3 * n + 3);
+  const uint32_t c2 = all.field_offsets[2 * n + 1];
+  EXPECT_EQ(all.field_offsets[2 * n + 2] - c2, 3u);
+  EXPECT_EQ(all.keys[c2], CriteoFeatureKey(1, 0xc));
+  EXPECT_EQ(all.keys[c2 + 2], CriteoFeatureKey(1, 0xd));
+  EXPECT_EQ(all.field_offsets.back(), all.keys.size());
+
+  // A range of it is the same examples again.
+  Batch tail;
+  tail.AppendRange(all, 1, 3);
+  ASSERT_EQ(tail.size(), 2u);
+  EXPECT_EQ(tail.field_offsets.front(), 0u);
+  EXPECT_EQ(tail.keys.size(), 2 * n + 2);
+  EXPECT_EQ(tail.keys[tail.field_offsets[n + 1] + 1], CriteoFeatureKey(1, 0xc));
+}
+
 TEST(CriteoReaderTest, CrlfFilesReadLikeLfFiles) {
   const std::string dir = TestDir();
   std::string lf, crlf;

@@ -26,6 +26,7 @@
 #include "worker/collective/collective.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/rendezvous.h"
+#include "worker/data/criteo_format.h"
 #include "worker/data/datagen.h"
 #include "worker/ps_client.h"
 
@@ -298,6 +299,69 @@ TEST_F(TrainerTest, RestoreWithoutACheckpointFailsNamingTheDirectory) {
   EXPECT_THAT(results[0].status(),
               StatusIs(absl::StatusCode::kNotFound,
                        ::testing::HasSubstr("no checkpoint in")));
+}
+
+// Rows of `keys`, dim 8, from the test's shards.
+std::vector<float> PullRows(const std::vector<std::string>& shards,
+                            const std::string& table,
+                            const std::vector<uint64_t>& keys) {
+  PsClientOptions options;
+  options.shard_addresses = shards;
+  auto client = PsClient::Create(options);
+  EXPECT_THAT(client.status(), IsOk());
+  std::vector<float> rows(keys.size() * 8);
+  if (client.ok()) {
+    EXPECT_THAT((*client)->Pull(table, keys, absl::MakeSpan(rows)), IsOk());
+  }
+  return rows;
+}
+
+TEST_F(TrainerTest, MultiHotFieldsPoolTheirKeysAndPushEachKeysGradient) {
+  // One step over two examples: example 0's C1 holds a and b, example 1's C2
+  // holds c twice and d once (sum pooling).
+  const std::string file = absl::StrCat(dir_.path(), "/multi_hot");
+  std::ofstream(file) << "1\t3" << std::string(13, '\t')
+                      << "0000000a,0000000b\n"
+                      << "0\t5" << std::string(13, '\t')
+                      << "\t0000000c,0000000c,0000000d\n";
+  const std::vector<uint64_t> keys = {
+      CriteoFeatureKey(0, 0xa), CriteoFeatureKey(0, 0xb),
+      CriteoFeatureKey(1, 0xc), CriteoFeatureKey(1, 0xd)};
+  TrainerOptions options = Options("multi_hot", 2);
+  options.table_config.mutable_optimizer()->set_type(v1::SGD);
+  options.table_config.mutable_optimizer()->set_learning_rate(1.0f);
+  options.train.files = {file};
+  options.eval_files = {file};
+  options.staleness = 0;
+  // The trainer's own CreateTable is then a no-op; the rows before it runs
+  // are the initial ones.
+  {
+    PsClientOptions ps_options;
+    ps_options.shard_addresses = Addresses();
+    auto client = PsClient::Create(ps_options);
+    ASSERT_THAT(client.status(), IsOk());
+    v1::TableConfig config = options.table_config;
+    config.set_name("multi_hot");
+    config.set_dim(8);
+    ASSERT_THAT((*client)->CreateTable(config), IsOk());
+  }
+  const std::vector<float> before = PullRows(Addresses(), "multi_hot", keys);
+  auto results = RunRanks(1, "multi_hot", [&](int) { return options; });
+  ASSERT_THAT(results[0].status(), IsOk());
+  EXPECT_EQ(results[0]->steps, 1);
+  EXPECT_EQ(results[0]->eval.examples, 2);  // eval reads multi-hot too
+  const std::vector<float> after = PullRows(Addresses(), "multi_hot", keys);
+  auto delta = [&](int k, int d) {
+    return after[k * 8 + d] - before[k * 8 + d];
+  };
+  double moved = 0;
+  for (int d = 0; d < 8; ++d) {
+    // a and b share example 0's pooled gradient; c counts twice, d once.
+    EXPECT_NEAR(delta(0, d), delta(1, d), 1e-6) << d;
+    EXPECT_NEAR(delta(2, d), 2 * delta(3, d), 1e-6) << d;
+    moved += std::abs(delta(0, d)) + std::abs(delta(3, d));
+  }
+  EXPECT_GT(moved, 1e-4);
 }
 
 TEST_F(TrainerTest, ShardDownPastTheRetryDeadlineStopsWithAnError) {
