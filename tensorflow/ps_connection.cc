@@ -15,7 +15,8 @@ absl::StatusOr<ConnectionOptions> ConnectionOptions::FromAttrs(
         context->GetAttr("tls_ca_file", &options.tls_ca_file),
         context->GetAttr("tls_client_cert_file", &options.tls_client_cert_file),
         context->GetAttr("tls_client_key_file", &options.tls_client_key_file),
-        context->GetAttr("auth_token_file", &options.auth_token_file)}) {
+        context->GetAttr("auth_token_file", &options.auth_token_file),
+        context->GetAttr("wire_float16", &options.wire_float16)}) {
     if (!s.ok()) return s;
   }
   if (options.shards.empty()) {
@@ -30,7 +31,7 @@ std::string ConnectionOptions::Key() const {
          std::to_string(rpc_timeout_s) + "\n" +
          std::to_string(retry_deadline_s) + "\n" + tls_ca_file + "\n" +
          tls_client_cert_file + "\n" + tls_client_key_file + "\n" +
-         auth_token_file;
+         auth_token_file + (wire_float16 ? "\nfloat16" : "\nfloat32");
 }
 
 absl::StatusOr<PsConnection*> PsConnection::Acquire(
@@ -55,6 +56,7 @@ absl::StatusOr<PsConnection*> PsConnection::Acquire(
             c.tls_client_cert_file = options.tls_client_cert_file.c_str();
             c.tls_client_key_file = options.tls_client_key_file.c_str();
             c.auth_token_file = options.auth_token_file.c_str();
+            c.wire_float16 = options.wire_float16 ? 1 : 0;
             StrataTfClient* client = nullptr;
             const int code =
                 options.serving ? (*library)->serving_client_create(&c, &client)

@@ -23,6 +23,7 @@ struct ConnectionOptions {
   std::string tls_client_cert_file;
   std::string tls_client_key_file;
   std::string auth_token_file;
+  bool wire_float16 = false;  // rows and gradients as half floats
   // `shards` are strata-serving replicas, not training shards (set by the
   // kernel: no attribute says it).
   bool serving = false;

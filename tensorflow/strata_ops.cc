@@ -3,9 +3,10 @@
 // Every op names its PS connection by attributes: `shards`
 // ("host:port,host:port" in shard order), `rpc_timeout_s` (deadline of each
 // attempt), `retry_deadline_s` (how long UNAVAILABLE shards are retried),
-// and the optional TLS and token files. The ops are stateful: TensorFlow
-// never caches, dedups or constant-folds them, and tf.function runs each
-// one (automatic control dependencies) even when nothing reads its output.
+// the optional TLS and token files, and `wire_float16` (rows and gradients
+// as half floats on the wire, to the training PS). The ops are stateful:
+// TensorFlow never caches, dedups or constant-folds them, and tf.function runs
+// each one (automatic control dependencies) even when nothing reads its output.
 // Ids are int64 holding uint64 feature keys bit for bit.
 
 #include "tensorflow/core/framework/common_shape_fns.h"
@@ -25,6 +26,7 @@ constexpr char kTlsCaFile[] = "tls_ca_file: string = ''";
 constexpr char kTlsCertFile[] = "tls_client_cert_file: string = ''";
 constexpr char kTlsKeyFile[] = "tls_client_key_file: string = ''";
 constexpr char kTokenFile[] = "auth_token_file: string = ''";
+constexpr char kWireFloat16[] = "wire_float16: bool = false";
 
 // The connection attributes, in a REGISTER_OP chain (a macro: REGISTER_OP
 // is one, and its builder cannot be passed through a function).
@@ -35,7 +37,8 @@ constexpr char kTokenFile[] = "auth_token_file: string = ''";
       .Attr(strata::kTlsCaFile)     \
       .Attr(strata::kTlsCertFile)   \
       .Attr(strata::kTlsKeyFile)    \
-      .Attr(strata::kTokenFile)
+      .Attr(strata::kTokenFile)     \
+      .Attr(strata::kWireFloat16)
 
 // values = ids.shape + [dim].
 absl::Status LookupShape(InferenceContext* c) {

@@ -199,6 +199,7 @@ absl::StatusOr<PsClientOptions> ToPsClientOptions(
   if (options.retry_deadline_s >= 0) {
     out.retry_deadline = absl::Seconds(options.retry_deadline_s);
   }
+  if (options.wire_float16 != 0) out.encoding = v1::FLOAT16;
   if (IsSet(options.tls_ca_file)) out.tls_ca_file = options.tls_ca_file;
   if (IsSet(options.tls_client_cert_file)) {
     out.tls_client_cert_file = options.tls_client_cert_file;

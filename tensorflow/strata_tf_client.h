@@ -74,6 +74,10 @@ typedef struct StrataTfClientOptions {
   const char* tls_client_key_file;
   /* File holding a bearer token sent on every call (NULL or "": none). */
   const char* auth_token_file;
+  /* Nonzero: rows and gradients travel as IEEE half floats, half the bytes
+   * (the shards keep float32 and apply the optimizer in float32); values
+   * are rounded to the nearest half. Training PS only. */
+  int wire_float16;
 } StrataTfClientOptions;
 
 /* strata.v1.TableConfig. A zero number takes the server's default. */

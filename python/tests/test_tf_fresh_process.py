@@ -259,6 +259,38 @@ def test_background_pushes_all_land_are_waited_for_and_finish_at_exit(
                                [-15 * w, -30 * w, -15 * w], atol=1e-6)
 
 
+WIRE_FLOAT16 = """
+    ids = np.arange(1, 9, dtype=np.int64)
+    exact = stf.lookup(ids, TABLE, 4, SHARDS).numpy()
+    halves = stf.lookup(ids, TABLE, 4, SHARDS, wire_float16=True).numpy()
+    layer = stf.Embedding(TABLE, 4, shards=SHARDS, create_table=False,
+                          wire_float16=True)
+    with tf.GradientTape() as tape:
+        rows = layer(tf.constant([[1]], tf.int64), training=True)
+        loss = tf.reduce_sum(rows * tf.constant([0.1, 0.2, 0.3, 0.4]))
+    tape.gradient(loss, layer.trainable_variables)  # pushes in float16
+    report(exact=exact.tolist(), halves=halves.tolist())
+"""
+
+
+def test_float16_on_the_wire_rounds_rows_and_gradients_to_halves(
+        shards, workdir):
+    table = "fresh_wire_fp16"
+    stf.create_table(table, 4, shards, optimizer="sgd", learning_rate=1.0,
+                     initializer="uniform",
+                     initializer_args={"min": -1, "max": 1}, seed=5)
+    got = run_case(WIRE_FLOAT16, shards, table, workdir)
+    exact = np.array(got["exact"], np.float32)
+    halves = np.array(got["halves"], np.float32)
+    np.testing.assert_array_equal(halves,
+                                  exact.astype(np.float16).astype(np.float32))
+    assert not np.array_equal(halves, exact)  # rounded on the way
+    # The shard applied the half-float gradient to its float32 row.
+    gradient = np.array([0.1, 0.2, 0.3, 0.4], np.float16).astype(np.float32)
+    np.testing.assert_allclose(pull(shards, table, [1], 4)[0],
+                               exact[0] - gradient, atol=1e-6)
+
+
 def test_keras_save_and_load_model_in_a_new_process(shards, workdir):
     save = """
         ids, labels = ids_and_labels()

@@ -134,7 +134,8 @@ def load_ops():
 
 def connection_attrs(shards, rpc_timeout=10.0, retry_deadline=30.0,
                      tls_ca_file="", tls_client_cert_file="",
-                     tls_client_key_file="", auth_token_file=""):
+                     tls_client_key_file="", auth_token_file="",
+                     wire_float16=False):
     """The connection attributes of every Strata op.
 
     shards: "host:port" or a list of them, in shard-index order.
@@ -142,6 +143,10 @@ def connection_attrs(shards, rpc_timeout=10.0, retry_deadline=30.0,
     retry_deadline: how long shards answering UNAVAILABLE are retried before
       the op fails with UNAVAILABLE or DEADLINE_EXCEEDED.
     TLS and token files as strata-worker's --tls_* / --auth_token_file.
+    wire_float16: rows and gradients travel to and from the training PS as
+      half floats (half the bytes, values rounded to the nearest half; the
+      shards keep and update float32 rows); strata-bench --encoding=float16
+      measures the same path. Ignored by the serving PS.
     """
     if isinstance(shards, (list, tuple)):
         shards = ",".join(shards)
@@ -152,7 +157,8 @@ def connection_attrs(shards, rpc_timeout=10.0, retry_deadline=30.0,
             "tls_ca_file": tls_ca_file or "",
             "tls_client_cert_file": tls_client_cert_file or "",
             "tls_client_key_file": tls_client_key_file or "",
-            "auth_token_file": auth_token_file or ""}
+            "auth_token_file": auth_token_file or "",
+            "wire_float16": bool(wire_float16)}
 
 
 def table_attrs(optimizer="adagrad", learning_rate=0.0, optimizer_args=None,

@@ -113,6 +113,9 @@ class Embedding(keras.layers.Layer):
       rpc_timeout, retry_deadline, tls_ca_file, tls_client_cert_file,
         tls_client_key_file, auth_token_file: the connection (see
         strata.tf.connection_attrs).
+      wire_float16: pulled rows and pushed gradients travel as half floats
+        (half the bytes; values rounded to the nearest half, the shards keep
+        float32 rows).
 
     Example:
       ids = keras.Input(shape=(26,), dtype="int64")
@@ -129,7 +132,8 @@ class Embedding(keras.layers.Layer):
                  serving=None, push_staleness=0,
                  rpc_timeout=10.0,
                  retry_deadline=30.0, tls_ca_file="", tls_client_cert_file="",
-                 tls_client_key_file="", auth_token_file="", **kwargs):
+                 tls_client_key_file="", auth_token_file="",
+                 wire_float16=False, **kwargs):
         super().__init__(**kwargs)
         if optimizer_args is None:
             optimizer_args = training.default_optimizer_args(optimizer)
@@ -159,7 +163,7 @@ class Embedding(keras.layers.Layer):
             retry_deadline=float(retry_deadline), tls_ca_file=tls_ca_file,
             tls_client_cert_file=tls_client_cert_file,
             tls_client_key_file=tls_client_key_file,
-            auth_token_file=auth_token_file)
+            auth_token_file=auth_token_file, wire_float16=bool(wire_float16))
         # Checked now, so that a bad config fails at construction.
         _ops.table_attrs(**self._table_config)
         _ops.connection_attrs(**self._connection)
