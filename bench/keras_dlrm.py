@@ -454,6 +454,7 @@ def main(argv=None):
     last_epoch_loss = []
     window_losses, window_samples = [], 0
     start = time.perf_counter()
+    cpu_start = time.process_time()  # every thread of this process
     window_start = start
     for epoch in range(args.epochs):
         epoch_losses = []
@@ -484,6 +485,7 @@ def main(argv=None):
                 f"{samples / (time.perf_counter() - start):,.0f} samples/s so far, "
                 f"epoch loss {np.mean(epoch_losses):.5f}")
     train_seconds = time.perf_counter() - start
+    train_cpu_seconds = time.process_time() - cpu_start
 
     t1 = time.perf_counter()
     logits = []
@@ -502,6 +504,7 @@ def main(argv=None):
         "steps": step,
         "train_seconds": round(train_seconds, 3),
         "samples_per_second": round(samples / train_seconds, 1),
+        "cpu_seconds": round(train_cpu_seconds, 3),
         "first_step_seconds": round(first_step_seconds, 3),
         # The same without the first step (tracing); null for a 1-step run.
         "samples_per_second_after_first_step": (

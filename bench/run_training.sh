@@ -2,8 +2,9 @@
 # Trains the same DLRM model on the same strata-datagen data three ways, in
 # one run: Strata with 1 worker + 1 shard, Strata with 2 workers + 2 shards,
 # and TensorFlow/Keras in one process (embeddings inside TF; bench/
-# keras_dlrm.py). Prints a markdown table (samples/s, held-out AUC, ratios
-# to Keras) and writes it to $OUT_DIR/training.md.
+# keras_dlrm.py). Prints a markdown table (samples/s, CPU seconds per 1,000
+# samples of every process of the run, held-out AUC, ratios to Keras) and
+# writes it to $OUT_DIR/training.md.
 #
 # Usage: bench/run_training.sh [BUILD_DIR]      (default: ./build)
 # Environment (defaults in brackets):
@@ -76,6 +77,16 @@ start_shards() {
   SHARDS=$(IFS=,; echo "${addresses[*]}")
 }
 
+# CPU seconds (user + system) the running shards have used so far.
+shard_cpu_seconds() {
+  local pid total=0
+  for pid in "${PIDS[@]}"; do
+    total=$(awk -v t="$total" -v hz="$(getconf CLK_TCK)" \
+      '{ print t + ($14 + $15) / hz }' "/proc/$pid/stat")
+  done
+  echo "$total"
+}
+
 stop_shards() {
   for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
   for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
@@ -87,6 +98,8 @@ strata_run() {
   local n=$1 rank pids=()
   shift
   start_shards "$n"
+  local shard_cpu_start
+  shard_cpu_start=$(shard_cpu_seconds)
   for ((rank = 0; rank < n; rank++)); do
     "$BIN/strata-worker" --shards="$SHARDS" --rank=$rank --num_workers="$n" \
       --job_id="bench-$n-$$" --train_files="$WORK/train" \
@@ -99,29 +112,38 @@ strata_run() {
   for pid in "${pids[@]}"; do
     wait "$pid" || { cat "$WORK"/r$RUN_ID.w*.log >&2; exit 1; }
   done
+  local shard_cpu
+  shard_cpu=$(awk -v a="$shard_cpu_start" -v b="$(shard_cpu_seconds)" \
+    'BEGIN { print b - a }')
   stop_shards
-  read -r RATE AUC < <(python3 - "$WORK/r$RUN_ID.w0.json" <<'PY'
+  # CPU per 1,000 samples: every worker's training loop and the shards while
+  # the workers ran (their final evaluation's pulls included).
+  read -r RATE AUC CPU < <(python3 - "$shard_cpu" "$WORK"/r$RUN_ID.w*.json <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))
-print(r["samples_per_second"], r["eval_auc"])
+results = [json.load(open(path)) for path in sys.argv[2:]]
+r = results[0]  # rank 0; "examples" counts every rank's
+cpu = float(sys.argv[1]) + sum(w["cpu_seconds"] for w in results)
+print(r["samples_per_second"], r["eval_auc"], 1000 * cpu / r["examples"])
 PY
 )
 }
 
 echo "== Strata, 1 worker + 1 shard" >&2
-strata_run 1 && s1_rate=$RATE s1_auc=$AUC
+strata_run 1 && s1_rate=$RATE s1_auc=$AUC s1_cpu=$CPU
 echo "== Strata, 1 worker + 1 shard, --staleness=0" >&2
-strata_run 1 --staleness=0 && s0_rate=$RATE s0_auc=$AUC
+strata_run 1 --staleness=0 && s0_rate=$RATE s0_auc=$AUC s0_cpu=$CPU
 echo "== Strata, 2 workers + 2 shards" >&2
-strata_run 2 && s2_rate=$RATE s2_auc=$AUC
+strata_run 2 && s2_rate=$RATE s2_auc=$AUC s2_cpu=$CPU
 echo "== Keras (one process)" >&2
 "$KERAS_VENV/bin/python" bench/keras_dlrm.py --train "$WORK/train" \
   --holdout "$WORK/train.holdout" --batch_size "$BATCH" --epochs "$EPOCHS" \
   >"$WORK/keras.json" 2>"$WORK/keras.log" || { cat "$WORK/keras.log" >&2; exit 1; }
-read -r k_rate k_auc k_version < <(python3 - "$WORK/keras.json" <<'PY'
+read -r k_rate k_auc k_cpu k_version < <(python3 - "$WORK/keras.json" <<'PY'
 import json, sys
 r = json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
-print(r["samples_per_second"], r["holdout_auc"], r.get("tensorflow_version", "?"))
+samples = r["train_rows"] * r["epochs"]
+print(r["samples_per_second"], r["holdout_auc"],
+      1000 * r["cpu_seconds"] / samples, r.get("tensorflow_version", "?"))
 PY
 )
 
@@ -129,14 +151,15 @@ mkdir -p "$OUT_DIR"
 {
   echo "Data: $ROWS rows ($VOCAB vocabularies), $HOLDOUT_ROWS held out, planted AUC $ceiling; $EPOCHS epoch(s), batch $BATCH per worker; TensorFlow $k_version."
   echo
-  echo "| run | samples/s | vs Keras | held-out AUC | AUC - Keras |"
-  echo "|---|---:|---:|---:|---:|"
-  for row in "Strata 1 worker + 1 shard:$s1_rate:$s1_auc" \
-             "Strata 1 worker + 1 shard, synchronous (--staleness=0):$s0_rate:$s0_auc" \
-             "Strata 2 workers + 2 shards:$s2_rate:$s2_auc" \
-             "Keras, one process:$k_rate:$k_auc"; do
-    IFS=: read -r name rate auc <<<"$row"
-    awk -v n="$name" -v r="$rate" -v a="$auc" -v kr="$k_rate" -v ka="$k_auc" \
-      'BEGIN { printf "| %s | %.0f | %.2fx | %.4f | %+.4f |\n", n, r, r / kr, a, a - ka }'
+  echo "| run | samples/s | vs Keras | CPU-s per 1k samples | vs Keras | held-out AUC | AUC - Keras |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  for row in "Strata 1 worker + 1 shard:$s1_rate:$s1_cpu:$s1_auc" \
+             "Strata 1 worker + 1 shard, synchronous (--staleness=0):$s0_rate:$s0_cpu:$s0_auc" \
+             "Strata 2 workers + 2 shards:$s2_rate:$s2_cpu:$s2_auc" \
+             "Keras, one process:$k_rate:$k_cpu:$k_auc"; do
+    IFS=: read -r name rate cpu auc <<<"$row"
+    awk -v n="$name" -v r="$rate" -v c="$cpu" -v a="$auc" -v kr="$k_rate" \
+      -v kc="$k_cpu" -v ka="$k_auc" \
+      'BEGIN { printf "| %s | %.0f | %.2fx | %.4f | %.2fx | %.4f | %+.4f |\n", n, r, r / kr, c, c / kc, a, a - ka }'
   done
 } | tee "$OUT_DIR/training.md"

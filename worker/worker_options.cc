@@ -298,12 +298,13 @@ absl::Status WriteResultFile(const std::string& path,
                              const TrainingResult& result) {
   std::string json = absl::StrFormat(
       "{\"steps\": %d, \"examples\": %d, \"seconds\": %.3f, "
-      "\"samples_per_second\": %.1f, \"final_loss\": %.6f, "
+      "\"samples_per_second\": %.1f, \"cpu_seconds\": %.3f, "
+      "\"final_loss\": %.6f, "
       "\"eval_examples\": %d, \"eval_auc\": %.6f, \"eval_log_loss\": %.6f, "
       "\"malformed_lines\": %d}\n",
       result.steps, result.examples, result.seconds, result.samples_per_second,
-      result.final_loss, result.eval.examples, result.eval.auc,
-      result.eval.log_loss, result.malformed_lines);
+      result.cpu_seconds, result.final_loss, result.eval.examples,
+      result.eval.auc, result.eval.log_loss, result.malformed_lines);
   return FileSystem::Default()->WriteFileAtomically(path, json);
 }
 

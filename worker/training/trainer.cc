@@ -1,5 +1,7 @@
 #include "worker/training/trainer.h"
 
+#include <time.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -170,6 +172,7 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   std::vector<float> reduce(n + 2);
   std::vector<float> row_gradients, probabilities;
   const absl::Time start = options_.clock->Now();
+  const double cpu_start = ProcessCpuSeconds();
   interval_start_ = start;
   run_start_ = start;
   int last_epoch = 0;
@@ -263,6 +266,7 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
 
   TrainingResult result;
   result.seconds = absl::ToDoubleSeconds(options_.clock->Now() - start);
+  result.cpu_seconds = ProcessCpuSeconds() - cpu_start;
   if (!options_.eval_files.empty()) {
     auto evaluated = Evaluate();
     if (!evaluated.ok()) return evaluated.status();
@@ -284,6 +288,12 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   result.final_loss = last_loss_;
   result.malformed_lines = (*pipeline)->malformed_lines();
   return result;
+}
+
+double Trainer::ProcessCpuSeconds() {
+  timespec now = {};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * now.tv_nsec;
 }
 
 void Trainer::ReportProgress(const EvalResult* eval) {

@@ -47,6 +47,9 @@ struct TrainingResult {
   int64_t examples = 0;  // trained in this run, all ranks
   double seconds = 0;
   double samples_per_second = 0;
+  // CPU seconds (user + system, every thread of this process) over the
+  // training loop, the same span as `seconds`.
+  double cpu_seconds = 0;
   double final_loss = 0;        // mean over the last progress interval
   EvalResult eval;              // examples == 0 when there is no eval set
   int64_t malformed_lines = 0;  // this rank's
@@ -135,6 +138,8 @@ class Trainer {
   absl::Status PredictSlice(size_t begin, size_t end,
                             std::vector<float>* predictions);
   void ReportProgress(const EvalResult* eval);
+  // CPU seconds this process has used (clock_gettime).
+  static double ProcessCpuSeconds();
 
   TrainerOptions options_;
   PsClient* const ps_;
