@@ -104,13 +104,15 @@ namespace {
 // Appends the keys of categorical field `c` (0-based) whose text is `text`.
 absl::Status ParseCategorical(int c, absl::string_view text,
                               CriteoExample* example, CriteoLineError* error) {
+  uint32_t value = 0;
   if (text.empty()) {
     example->keys.push_back(CriteoMissingKey(c));
+  } else if (text.size() == 8 && ParseCriteoHex(text, &value)) {
+    example->keys.push_back(CriteoFeatureKey(c, value));  // one value
   } else {
     const size_t first = example->keys.size();
     for (absl::string_view value_text :
          absl::StrSplit(text, kCriteoValueSeparator)) {
-      uint32_t value = 0;
       if (!ParseCriteoHex(value_text, &value)) {
         return Malformed(CriteoLineError::kBadCategorical, error,
                          absl::StrCat("C", c + 1, " ", Quote(value_text),
