@@ -1,14 +1,9 @@
 #include "bench/bench_run.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 #include <thread>
 
@@ -17,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "bench/zipf_sampler.h"
 #include "common/hash.h"
+#include "common/metrics.h"
 #include "tools/json_writer.h"
 
 namespace strata {
@@ -105,25 +101,6 @@ double PercentileMs(const std::vector<int64_t>& sorted, double q) {
 
 }  // namespace
 
-double ProcessCpuSeconds(int pid) {
-  std::ifstream file(pid == 0 ? std::string("/proc/self/stat")
-                              : absl::StrCat("/proc/", pid, "/stat"));
-  std::stringstream text;
-  text << file.rdbuf();
-  // "pid (name) state ...": the name may hold spaces, so fields are counted
-  // after its ')'; utime and stime are the 14th and 15th of the line.
-  const std::string line = text.str();
-  const size_t paren = line.rfind(')');
-  if (!file || paren == std::string::npos) return -1;
-  std::istringstream fields(line.substr(paren + 2));
-  std::string field;
-  double ticks = 0;
-  for (int i = 3; i <= 15 && fields >> field; ++i) {
-    if (i >= 14) ticks += std::strtod(field.c_str(), nullptr);
-  }
-  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-}
-
 namespace {
 
 // This process's and the servers' CPU seconds, read together.
@@ -149,19 +126,35 @@ double Used(double before, double after) {
   return before < 0 || after < 0 ? -1 : after - before;
 }
 
-// " cpu_s/Mkeys=..." of the summary line, with what was measured.
-std::string CpuText(const RunResult& result) {
-  if (result.keys == 0 || result.client_cpu_seconds < 0) return "";
+// CPU seconds per million keys of a run; -1 where not measured.
+struct CpuPerMillionKeys {
+  double client = -1;
+  double servers = -1;
+  double total = -1;  // client + servers
+};
+
+CpuPerMillionKeys CpuPerMillion(const RunResult& result) {
+  CpuPerMillionKeys cpu;
+  if (result.keys == 0) return cpu;
   const double per_million = 1e6 / static_cast<double>(result.keys);
-  if (result.server_cpu_seconds < 0) {
-    return absl::StrFormat(" cpu_s/Mkeys=%.3f(client)",
-                           result.client_cpu_seconds * per_million);
+  if (result.client_cpu_seconds >= 0) {
+    cpu.client = result.client_cpu_seconds * per_million;
   }
-  return absl::StrFormat(
-      " cpu_s/Mkeys=%.3f(client %.3f + servers %.3f)",
-      (result.client_cpu_seconds + result.server_cpu_seconds) * per_million,
-      result.client_cpu_seconds * per_million,
-      result.server_cpu_seconds * per_million);
+  if (result.server_cpu_seconds >= 0) {
+    cpu.servers = result.server_cpu_seconds * per_million;
+  }
+  if (cpu.client >= 0 && cpu.servers >= 0) cpu.total = cpu.client + cpu.servers;
+  return cpu;
+}
+
+// " cpu_s/Mkeys=..." of the summary line, with what was measured.
+std::string CpuText(const CpuPerMillionKeys& cpu) {
+  if (cpu.client < 0) return "";
+  if (cpu.servers < 0) {
+    return absl::StrFormat(" cpu_s/Mkeys=%.3f(client)", cpu.client);
+  }
+  return absl::StrFormat(" cpu_s/Mkeys=%.3f(client %.3f + servers %.3f)",
+                         cpu.total, cpu.client, cpu.servers);
 }
 
 }  // namespace
@@ -174,6 +167,7 @@ void PrintReport(const BenchOptions& options, const RunResult& result,
   const double keys_per_s = static_cast<double>(result.keys) / seconds;
   const double mb_per_s = keys_per_s * options.dim *
                           static_cast<double>(options.bytes_per_value()) / 1e6;
+  const CpuPerMillionKeys cpu = CpuPerMillion(result);
   const double quantiles[] = {0.5, 0.9, 0.99, 0.999};
   const char* names[] = {"p50", "p90", "p99", "p999"};
   uint64_t errors = 0;
@@ -186,7 +180,7 @@ void PrintReport(const BenchOptions& options, const RunResult& result,
       "%s: requests=%d keys=%d seconds=%.2f keys/s=%.0f MB/s=%.1f%s "
       "latency_ms",
       options.mode, result.requests, result.keys, result.seconds, keys_per_s,
-      mb_per_s, CpuText(result));
+      mb_per_s, CpuText(cpu));
   for (int q = 0; q < 4; ++q) {
     absl::StrAppendFormat(&line, " %s=%.3f", names[q],
                           PercentileMs(sorted, quantiles[q]));
@@ -222,21 +216,9 @@ void PrintReport(const BenchOptions& options, const RunResult& result,
     out.Key("seconds").Double(result.seconds);
     out.Key("keys_per_s").Double(keys_per_s);
     out.Key("mb_per_s").Double(mb_per_s);
-    // CPU seconds per million keys; -1 when not measured.
-    auto per_mkeys = [&](double seconds) {
-      return seconds < 0 || result.keys == 0
-                 ? -1.0
-                 : seconds * 1e6 / static_cast<double>(result.keys);
-    };
-    out.Key("client_cpu_s_per_mkeys")
-        .Double(per_mkeys(result.client_cpu_seconds));
-    out.Key("server_cpu_s_per_mkeys")
-        .Double(per_mkeys(result.server_cpu_seconds));
-    out.Key("cpu_s_per_mkeys")
-        .Double(result.server_cpu_seconds < 0
-                    ? -1.0
-                    : per_mkeys(result.client_cpu_seconds +
-                                result.server_cpu_seconds));
+    out.Key("client_cpu_s_per_mkeys").Double(cpu.client);
+    out.Key("server_cpu_s_per_mkeys").Double(cpu.servers);
+    out.Key("cpu_s_per_mkeys").Double(cpu.total);
     out.Key("latency_ms").BeginObject();
     for (int q = 0; q < 4; ++q) {
       out.Key(names[q]).Double(PercentileMs(sorted, quantiles[q]));

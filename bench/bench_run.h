@@ -114,10 +114,6 @@ std::vector<float> MakeRow(const BenchOptions& options);
 // ... and never touches a request another slot has in flight.
 size_t PoolSize(const BenchOptions& options);
 
-// User + system CPU seconds process `pid` (0: this one) has used, from
-// /proc; < 0 when it cannot be read (the process is gone).
-double ProcessCpuSeconds(int pid);
-
 // Starts the measuring window, runs run(t, window) for t in 0..count-1 on
 // as many threads, and merges their results. `seconds` is the window's length,
 // or for load runs the time they took; the CPU seconds are read at the

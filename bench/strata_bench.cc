@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "bench/bench_run.h"
 #include "common/command_line.h"
+#include "common/metrics.h"
 #include "proto/strata.pb.h"
 
 ABSL_FLAG(std::string, mode, "",

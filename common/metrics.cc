@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "prometheus/text_serializer.h"
 
@@ -30,10 +31,12 @@ std::vector<prometheus::ClientMetric::Label> ToLabels(MetricLabels labels) {
   return out;
 }
 
-// The fields of /proc/self/stat after the command name, which is in
-// parentheses and may itself hold spaces; field 3 (state) comes first.
-std::vector<std::string> ProcSelfStatFields() {
-  std::ifstream file("/proc/self/stat");
+// The fields of /proc/<pid>/stat (pid 0: this process) after the command
+// name, which is in parentheses and may itself hold spaces; field 3 (state)
+// comes first. Empty when the file cannot be read.
+std::vector<std::string> ProcStatFields(int pid) {
+  std::ifstream file(pid == 0 ? std::string("/proc/self/stat")
+                              : absl::StrCat("/proc/", pid, "/stat"));
   std::string line;
   std::getline(file, line);
   const size_t end_of_name = line.rfind(')');
@@ -147,8 +150,16 @@ void AddBuildInfo(MetricFamilies* families, const std::string& program) {
             1);
 }
 
+double ProcessCpuSeconds(int pid) {
+  const std::vector<std::string> stat = ProcStatFields(pid);
+  if (stat.empty()) return -1;
+  // proc(5): utime 14, stime 15, in clock ticks.
+  return (Field(stat, 14) + Field(stat, 15)) /
+         static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
 void AddProcessMetrics(MetricFamilies* families) {
-  const std::vector<std::string> stat = ProcSelfStatFields();
+  const std::vector<std::string> stat = ProcStatFields(0);
   const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
   const double page = static_cast<double>(sysconf(_SC_PAGESIZE));
   // proc(5): utime 14, stime 15, num_threads 20, starttime 22, vsize 23,

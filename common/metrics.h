@@ -58,6 +58,10 @@ void AddBuildInfo(MetricFamilies* families, const std::string& program);
 // descriptors, threads and start time.
 void AddProcessMetrics(MetricFamilies* families);
 
+// User + system CPU seconds process `pid` (0: this one) has used, from
+// /proc/<pid>/stat; -1 when it cannot be read (no such process).
+double ProcessCpuSeconds(int pid = 0);
+
 // The q-quantile (0 < q < 1) of per-bucket counts (bounds.size() + 1 of
 // them), interpolated linearly inside its bucket as Prometheus's
 // histogram_quantile does: 0 without observations, the highest bound when

@@ -1,7 +1,5 @@
 #include "worker/training/trainer.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -10,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/file_system.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "worker/async_pusher.h"
 #include "worker/collective/collective.h"
 #include "worker/data/metrics.h"
@@ -288,12 +287,6 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   result.final_loss = last_loss_;
   result.malformed_lines = (*pipeline)->malformed_lines();
   return result;
-}
-
-double Trainer::ProcessCpuSeconds() {
-  timespec now = {};
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
-  return static_cast<double>(now.tv_sec) + 1e-9 * now.tv_nsec;
 }
 
 void Trainer::ReportProgress(const EvalResult* eval) {

@@ -138,8 +138,6 @@ class Trainer {
   absl::Status PredictSlice(size_t begin, size_t end,
                             std::vector<float>* predictions);
   void ReportProgress(const EvalResult* eval);
-  // CPU seconds this process has used (clock_gettime).
-  static double ProcessCpuSeconds();
 
   TrainerOptions options_;
   PsClient* const ps_;
