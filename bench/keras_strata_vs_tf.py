@@ -158,7 +158,6 @@ def tf_embedding_model(args, vocabulary_size):
 
 
 def run(name, args, data, server_pids=()):
-    staleness = args.push_staleness
     import keras
     import tensorflow as tf
 
@@ -169,8 +168,9 @@ def run(name, args, data, server_pids=()):
     keys_hold = keras_ctr.criteo_keys(values_hold)
     if name.startswith("strata"):
         # strata_sync: the same with every push inside its step.
-        args.push_staleness = 0 if name == "strata_sync" else staleness
-        args.table = f"keras_bench_{int(time.time())}"
+        args = argparse.Namespace(**dict(
+            vars(args), table=f"keras_bench_{name}_{int(time.time())}",
+            push_staleness=0 if name == "strata_sync" else args.push_staleness))
         model = keras_ctr.build_model(keras_ctr.strata_embedding(args),
                                       args.embedding_dim,
                                       keras_ctr.widths(args.bottom_mlp),
@@ -193,7 +193,6 @@ def run(name, args, data, server_pids=()):
         ({"dense_features": dense_hold, "ids": ids_hold}, y_hold),
         args.batch_size, args.eval_batch_size, args.epochs,
         server_pids=server_pids if name != "tf" else ()))
-    args.push_staleness = staleness
     result["cpu_seconds_per_1k_samples"] = round(
         result["trainer_cpu_seconds_per_1k_samples"] +
         result["server_cpu_seconds_per_1k_samples"], 4)
