@@ -127,8 +127,11 @@ TEST_F(DistributedTrainingTest, ShardDownPastTheDeadlineStopsWorkersClearly) {
 }
 
 TEST_F(DistributedTrainingTest, MetricsPortShowsStepsExamplesAndLossMoving) {
-  std::unique_ptr<ServerProcess> worker = Worker(
-      0, {"--num_workers=1", "--metrics_port=0", "--progress_interval_s=0.2"});
+  // A few hundred steps are enough for two scrapes while training runs; two
+  // whole epochs on one rank took minutes on a loaded machine.
+  std::unique_ptr<ServerProcess> worker =
+      Worker(0, {"--num_workers=1", "--metrics_port=0",
+                 "--progress_interval_s=0.2", "--epochs=1", "--max_steps=400"});
   ASSERT_THAT(worker->Launch(), IsOk());
   ASSERT_THAT(worker->WaitForLog("metrics_port=", absl::Seconds(30)), IsOk());
   auto port = ::strata::testing::MetricsPort(*worker);
@@ -158,7 +161,9 @@ TEST_F(DistributedTrainingTest, MetricsPortShowsStepsExamplesAndLossMoving) {
   EXPECT_GT(scrape("strata_worker_examples_total"), examples);
   EXPECT_GE(scrape("strata_worker_pushed_keys_total"), pushed);
   EXPECT_EQ(scrape("strata_worker_malformed_lines_total"), 0);
-  auto exit = worker->Wait(absl::Minutes(5));
+  // Inside ctest's 300 s, so that a worker that does not finish fails here
+  // with its log.
+  auto exit = worker->Wait(absl::Minutes(3));
   ASSERT_THAT(exit.status(), IsOk());
   EXPECT_EQ(exit->exit_code, 0) << worker->log();
 }
