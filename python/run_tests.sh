@@ -14,6 +14,9 @@
 # while it builds. STRATA_PYTHON_TF=0 skips all that; tests/test_tf.py then
 # skips when tensorflow is not importable. Sanitizer builds have no op
 # library (an instrumented .so cannot be loaded into Python).
+#
+# strata.torch: installs the pinned torch; STRATA_PYTHON_TORCH=0 skips it,
+# and tests/test_torch.py then skips.
 set -euo pipefail
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$repo"
@@ -57,6 +60,13 @@ if [[ "${STRATA_PYTHON_TF:-1}" != 0 ]]; then
   "$py" -m pip install -q --disable-pip-version-check \
     "tensorflow-cpu==2.21.0" "keras==3.15.1"
   build_tf_ops
+fi
+
+if [[ "${STRATA_PYTHON_TORCH:-1}" != 0 ]]; then
+  # strata.torch: PyPI's torch for Linux (it brings CUDA's runtime
+  # libraries, about 5 GB, though the tests run it on CPU). Its tests need
+  # only the C client library, which every build makes.
+  "$py" -m pip install -q --disable-pip-version-check "torch==2.15.0"
 fi
 
 # Installed last, so that with tensorflow present the package carries the op
