@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,10 +24,12 @@
 #include "common/http_server.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/rate_history.h"
 #include "worker/collective/collective.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/rendezvous.h"
 #include "worker/ps_client.h"
+#include "worker/training/status_page.h"
 #include "worker/training/trainer.h"
 #include "worker/training/training_metrics.h"
 #include "worker/worker_options.h"
@@ -109,9 +112,25 @@ int Run(const WorkerFlags& flags) {
       << " ranks over " << (*collective)->backend();
 
   TrainingMetrics metrics;
+  const WorkerIdentity identity{flags.rank, flags.num_workers,
+                                (*model)->device_name(),
+                                DescribeModel(flags.trainer.model),
+                                static_cast<int>(flags.shards.size())};
+  // The status page's charts: a reading of the metrics every second.
+  RateHistory history({});
+  std::optional<PeriodicTask> sampler;
   HttpServer http;
   TrainerOptions trainer_options = flags.trainer;
   if (flags.metrics_port >= 0) {
+    sampler.emplace(absl::Seconds(1), [&history, &metrics] {
+      history.Add(absl::Now(), WorkerReading(metrics.Snapshot()));
+    });
+    http.Handle("/status", [&identity, &metrics, &history] {
+      return HttpServer::Response{
+          200, "text/html; charset=utf-8",
+          RenderWorkerStatusPage(identity, metrics.Snapshot(),
+                                 history.Samples(), /*refresh_seconds=*/2)};
+    });
     http.Handle("/healthz", [] {
       return HttpServer::Response{200, "text/plain", "ok\n"};
     });
@@ -127,7 +146,7 @@ int Run(const WorkerFlags& flags) {
     if (!port.ok()) return fail("metrics server", port.status());
     STRATA_LOG(INFO, "worker")
         << "rank " << flags.rank << " metrics serving on " << flags.host
-        << " metrics_port=" << *port << " (/metrics, /healthz)";
+        << " metrics_port=" << *port << " (/metrics, /healthz, /status)";
     trainer_options.metrics = &metrics;
   }
   auto trainer = Trainer::Create(std::move(trainer_options), ps->get(),

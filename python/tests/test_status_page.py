@@ -197,3 +197,68 @@ def test_training_shard_status_page_charts_and_numbers(cluster, tmp_path):
     ys = [y for _, y in chart_points(dom, "chart-requests", "Pull")]
     assert len(ys) >= 4 and min(ys) < 121, ys
     assert '<meta http-equiv="refresh"' in http_get(port, "/status")
+
+
+def test_worker_status_page_charts_and_numbers(cluster, tmp_path):
+    """strata-worker's /status while it trains: charts of samples/s, steps/s,
+    loss and held-out AUC (a point a second), and progress numbers that lie
+    between those of two /metrics scrapes taken around the page."""
+    address = cluster.start_shard("shard").wait_ready()
+    data = tmp_path / "train"
+    subprocess.run([binary("strata-datagen"), f"--out={data}",
+                    "--rows=300000", "--holdout_rows=5000"], check=True,
+                   capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    port = free_port()
+    with open(tmp_path / "worker.log", "wb") as log:
+        worker = subprocess.Popen(
+            [binary("strata-worker"), f"--shards={address}", "--rank=0",
+             "--num_workers=1", f"--train_files={data}",
+             f"--eval_files={data}.holdout", "--epochs=50",
+             "--eval_every_steps=40", "--progress_interval_s=0.5",
+             f"--metrics_port={port}"],
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert worker.poll() is None, (tmp_path / "worker.log").read_text()
+            try:
+                page = http_get(port, "/status")
+            except OSError:
+                page = ""
+            if (len(chart_points(page, "chart-samples", "samples")) >= 4 and
+                    'id="eval-auc">0.' in page):
+                break
+            assert time.monotonic() < deadline, page or "no page"
+            time.sleep(0.3)
+        picture = tmp_path / "worker-status.png"
+        screenshot(port, picture, "1200,900")
+        if os.environ.get("STRATA_SCREENSHOT_DIR"):
+            shutil.copy(picture, os.environ["STRATA_SCREENSHOT_DIR"])
+        before = http_get(port, "/metrics")
+        dom = chromium("--dump-dom", f"http://127.0.0.1:{port}/status")
+        after = http_get(port, "/metrics")
+        assert worker.poll() is None, "the worker finished during the checks"
+    finally:
+        worker.kill()
+        worker.wait()
+    assert element(dom, "rank") == "0"
+    assert element(dom, "num-workers") == "1"
+    assert element(dom, "num-shards") == "1"
+    for element_id, series in (("step", "strata_worker_global_step"),
+                               ("examples", "strata_worker_examples_total"),
+                               ("pushed-keys",
+                                "strata_worker_pushed_keys_total")):
+        value = int(element(dom, element_id))
+        assert metric(before, series) <= value <= metric(after, series), (
+            element_id, value)
+    assert int(element(dom, "step")) > 0
+    auc = float(element(dom, "eval-auc"))
+    assert 0.5 < auc < 1
+    assert auc in (round(metric(before, "strata_worker_eval_auc"), 5),
+                   round(metric(after, "strata_worker_eval_auc"), 5))
+    for chart, series in (("chart-samples", "samples"),
+                          ("chart-steps", "steps"), ("chart-loss", "loss"),
+                          ("chart-auc", "AUC")):
+        ys = [y for _, y in chart_points(dom, chart, series)]
+        # A point a second, and some point above the zero line (y = 122).
+        assert len(ys) >= 3 and min(ys) < 121, (chart, ys)

@@ -10,6 +10,20 @@
 
 namespace strata {
 
+// The numbers of TrainingMetrics at one moment.
+struct TrainingSnapshot {
+  int64_t step = 0;
+  int64_t rank_examples = 0;
+  int64_t global_examples = 0;
+  double loss = 0;
+  double samples_per_second = 0;
+  bool evaluated = false;
+  double eval_auc = 0;
+  double eval_log_loss = 0;
+  int64_t pushed_keys = 0;
+  int64_t malformed_lines = 0;
+};
+
 // What a training rank exports on its metrics port (/metrics):
 // steps, examples, the last progress interval's loss and samples/s, the
 // last evaluation, pushed keys and skipped lines. The trainer writes, the
@@ -29,19 +43,11 @@ class TrainingMetrics {
   void RecordMalformedLines(int64_t total);
 
   void AddMetrics(MetricFamilies* families) const;
+  TrainingSnapshot Snapshot() const;
 
  private:
   mutable absl::Mutex mu_;
-  int64_t step_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t rank_examples_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t global_examples_ ABSL_GUARDED_BY(mu_) = 0;
-  double loss_ ABSL_GUARDED_BY(mu_) = 0;
-  double samples_per_second_ ABSL_GUARDED_BY(mu_) = 0;
-  bool evaluated_ ABSL_GUARDED_BY(mu_) = false;
-  double eval_auc_ ABSL_GUARDED_BY(mu_) = 0;
-  double eval_log_loss_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t pushed_keys_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t malformed_lines_ ABSL_GUARDED_BY(mu_) = 0;
+  TrainingSnapshot now_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace strata
