@@ -17,7 +17,10 @@ a vocabulary of the training keys instead (row 0: keys first seen at
 evaluation, never trained, as such a key keeps its initial value on a
 shard) and torch.optim.Adagrad with sparse gradients, the rule the shards
 apply (a += g^2; w -= lr g / (sqrt(a) + eps), duplicates summed first):
-the peer of the Strata run in bench/RESULTS.md.
+the peer of the Strata run in bench/RESULTS.md. --embeddings=torchrec
+does the same with TorchRec's FusedEmbeddingBagCollection on CPU (FBGEMM's
+batched embedding kernels with Adagrad fused into backward; needs torchrec
+and fbgemm-gpu-cpu of a matching torch).
 
 Data and keys as examples/keras_ctr.py (whose reader this uses). Model:
 bottom MLP 13 -> 64 -> 16 (ReLU), the 26 fields' rows of 16 from ONE
@@ -51,7 +54,7 @@ def parse_args(argv=None):
     p.add_argument("--shards", default="",
                    help="host:port of every shard (--embeddings=strata)")
     p.add_argument("--embeddings", default="strata",
-                   choices=["strata", "torch"])
+                   choices=["strata", "torch", "torchrec"])
     p.add_argument("--train", required=True)
     p.add_argument("--holdout", required=True)
     p.add_argument("--max_train_rows", type=int, default=0, help="0: all")
@@ -62,6 +65,9 @@ def parse_args(argv=None):
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--push_staleness", type=int, default=1)
+    p.add_argument("--initial_accumulator", type=float, default=0.1,
+                   help="Adagrad's initial accumulator of the rows "
+                   "(strata, torch; TorchRec's fused Adagrad starts at 0)")
     p.add_argument("--server_pids", default="",
                    help="comma-separated pids whose CPU time to report")
     p.add_argument("--threads", type=int, default=1,
@@ -118,6 +124,7 @@ def strata_bag(args):
     import strata.torch
     return strata.torch.EmbeddingBag(
         args.table, args.embedding_dim, shards=args.shards, mode="sum",
+        optimizer_args={"initial_accumulator": args.initial_accumulator},
         seed=args.seed, push_staleness=args.push_staleness,
         retry_deadline=60.0)
 
@@ -137,6 +144,37 @@ def torch_bag(args, train_keys):
     return bag, rows_of
 
 
+class TorchRecBag(torch.nn.Module):
+    """TorchRec's FusedEmbeddingBagCollection over one table of the
+    training keys' vocabulary shared by the 26 fields, called as the other
+    bags are: forward(ids [b*26, 1] row indices) -> rows [b*26, dim]."""
+
+    def __init__(self, num_rows, dim):
+        super().__init__()
+        from torchrec import EmbeddingBagConfig, PoolingType
+        from torchrec.modules.fused_embedding_modules import (
+            FusedEmbeddingBagCollection)
+        from torchrec.sparse.jagged_tensor import KeyedJaggedTensor
+        self.features = [f"C{f + 1}" for f in range(NUM_FIELDS)]
+        self.collection = FusedEmbeddingBagCollection(
+            tables=[EmbeddingBagConfig(
+                name="ctr", embedding_dim=dim, num_embeddings=num_rows,
+                feature_names=self.features, pooling=PoolingType.SUM,
+                init_fn=lambda w: torch.nn.init.trunc_normal_(
+                    w, std=0.01, a=-0.02, b=0.02))],
+            optimizer_type=torch.optim.Adagrad,
+            optimizer_kwargs={"lr": 0.05, "eps": 1e-8})
+        self.keyed_jagged = KeyedJaggedTensor
+
+    def forward(self, ids):
+        by_field = ids.reshape(-1, NUM_FIELDS).t().reshape(-1)  # [26 * b]
+        features = self.keyed_jagged(
+            keys=self.features, values=by_field,
+            lengths=torch.ones_like(by_field, dtype=torch.int32))
+        pooled = self.collection(features).values()  # [b, 26 * dim]
+        return pooled.reshape(-1, pooled.shape[1] // NUM_FIELDS)
+
+
 def batches(dense, ids, labels, batch_size):
     for start in range(0, len(labels), batch_size):
         end = start + batch_size
@@ -146,12 +184,12 @@ def batches(dense, ids, labels, batch_size):
 
 
 def train(model, data, args, prefetch):
-    dense_params = [p for p in model.parameters()
-                    if p is not getattr(model.bag, "weight", None)]
+    dense_params = [*model.bottom.parameters(), *model.top.parameters()]
     optimizers = [torch.optim.Adam(dense_params, lr=1e-3)]
     if args.embeddings == "torch":
         optimizers.append(torch.optim.Adagrad(
-            [model.bag.weight], lr=0.05, initial_accumulator_value=0.1,
+            [model.bag.weight], lr=0.05,
+            initial_accumulator_value=args.initial_accumulator,
             eps=1e-8))
     loss_fn = torch.nn.BCEWithLogitsLoss()
     last_loss = 0.0
@@ -199,6 +237,8 @@ def main(argv=None):
         bag, rows_of = torch_bag(args, keys)
         ids, ids_hold = rows_of(keys), rows_of(keys_hold)
         prefetch = None
+        if args.embeddings == "torchrec":
+            bag = TorchRecBag(bag.num_embeddings, args.embedding_dim)
     model = ClickModel(bag, args.embedding_dim)
     pids = ["self"] + [p for p in args.server_pids.split(",") if p]
     cpu_before = [keras_ctr.cpu_seconds(pid) for pid in pids]

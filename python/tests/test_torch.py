@@ -211,7 +211,8 @@ def test_two_ddp_ranks_train_and_end_with_identical_dense_parameters(
         with open(os.path.join(WORK, f"dense-{rank}.json"), "w") as f:
             json.dump(state, f)
         dist.destroy_process_group()
-        report(first=float(np.mean(losses[:5])), last=float(np.mean(losses[-5:])))
+        report(first=float(np.mean(losses[:5])), last=float(np.mean(losses[-5:])),
+               prefetch_hits=model.module.bag.prefetch_hits)
     '''
     env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
            "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
@@ -223,6 +224,8 @@ def test_two_ddp_ranks_train_and_end_with_identical_dense_parameters(
     assert dense[0] == dense[1]
     for result in results:
         assert result["last"] < 0.6 * result["first"], results
+        # Every batch but the first came from a prefetch.
+        assert result["prefetch_hits"] == 59, results
 
 
 def test_bad_input_is_refused_naming_what_is_wrong(shards, workdir):

@@ -1,6 +1,7 @@
 """strata.torch.EmbeddingBag: torch.nn.EmbeddingBag with its rows on a
 Strata training PS."""
 
+import collections
 import concurrent.futures
 import threading
 from typing import Optional, Sequence, Union
@@ -12,6 +13,8 @@ from .. import training
 from ._client import Client
 
 MODES = ("sum", "mean", "max")
+# Prefetched batches kept for their forward; more are dropped, oldest first.
+_MAX_PREFETCHED = 4
 
 _clients = {}
 _clients_lock = threading.Lock()
@@ -160,7 +163,12 @@ class EmbeddingBag(torch.nn.Module):
                 initializer=initializer, initializer_args=initializer_args,
                 seed=seed)
         self._prefetch_pool = None
-        self._prefetched = None  # (distinct keys, future of their rows)
+        # (distinct keys, future of their rows) of the batches prefetched and
+        # not yet trained, oldest first: prefetch_ahead asks for batch t+1
+        # before batch t's forward.
+        self._prefetched = collections.deque(maxlen=_MAX_PREFETCHED)
+        # Forwards that used prefetched rows (for tests and tuning).
+        self.prefetch_hits = 0
 
     def extra_repr(self):
         return (f"table={self.table!r}, embedding_dim={self.embedding_dim}, "
@@ -185,7 +193,7 @@ class EmbeddingBag(torch.nn.Module):
                 1, thread_name_prefix="strata-prefetch")
         future = self._prefetch_pool.submit(self.client.pull, self.table,
                                             keys, self.embedding_dim)
-        self._prefetched = (keys, future)
+        self._prefetched.append((keys, future))
 
     def wait_for_pushes(self) -> None:
         """Waits until this layer's client has applied every background
@@ -223,9 +231,13 @@ class EmbeddingBag(torch.nn.Module):
         """The rows of the distinct `keys`: prefetched when prefetch() was
         given these ids, else pulled now (after this layer's background
         pushes when nothing will be pushed)."""
-        prefetched, self._prefetched = self._prefetched, None
-        if prefetched is not None and np.array_equal(prefetched[0], keys):
-            return prefetched[1].result()
+        for i, (prefetched_keys, future) in enumerate(self._prefetched):
+            if np.array_equal(prefetched_keys, keys):
+                # Older entries were for batches that never came.
+                for _ in range(i + 1):
+                    self._prefetched.popleft()
+                self.prefetch_hits += 1
+                return future.result()
         if not torch.is_grad_enabled():
             self.client.wait_for_pushes()
         return self.client.pull(self.table, keys, self.embedding_dim)
