@@ -26,6 +26,7 @@ tf = pytest.importorskip(
     "(python/run_tests.sh installs tensorflow-cpu)")
 
 import strata.tf as stf  # noqa: E402  (needs tensorflow)
+from fresh_process import finish_script, start_script  # noqa: E402
 from strata_cluster import REPO, Cluster, binary  # noqa: E402
 
 CASE_TIMEOUT = 240
@@ -70,36 +71,13 @@ def start_case(body, shards, table, workdir, env=None):
     """Starts PRELUDE + body in a new interpreter in the background, with
     `env` added to its environment; returns (process, log path). The caller
     waits for it with finish_case."""
-    script = workdir / f"{table}.py"
-    script.write_text(PRELUDE + textwrap.dedent(body))
-    environment = dict(os.environ, STRATA_TEST_SHARDS=shards,
-                       STRATA_TEST_TABLE=table,
-                       STRATA_TEST_WORKDIR=str(workdir),
-                       TF_CPP_MIN_LOG_LEVEL="2")
-    environment.update(env or {})
-    log_path = workdir / f"{table}.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([sys.executable, str(script)],
-                                   env=environment, stdout=log,
-                                   stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL)
-    return process, log_path
+    return start_script(PRELUDE, body, shards, table, workdir,
+                        dict({"TF_CPP_MIN_LOG_LEVEL": "2"}, **(env or {})))
 
 
 def finish_case(process, log_path):
     """Waits for a start_case process; returns (its RESULT dict, its log)."""
-    try:
-        process.wait(CASE_TIMEOUT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    text = log_path.read_text(errors="replace")
-    assert process.returncode == 0, (
-        f"{log_path.stem}: exit {process.returncode}\n{text[-6000:]}")
-    results = [line for line in text.splitlines() if line.startswith("RESULT ")]
-    assert results, f"{log_path.stem}: no RESULT line\n{text[-6000:]}"
-    return json.loads(results[-1][len("RESULT "):]), text
+    return finish_script(process, log_path, CASE_TIMEOUT)
 
 
 def run_case(body, shards, table, workdir, env=None):

@@ -5,13 +5,11 @@ the table's optimizer says, two DistributedDataParallel ranks on CPU (gloo)
 end with identical dense parameters, and bad input is refused clearly."""
 
 import json
-import os
 import socket
-import subprocess
-import sys
-import textwrap
 
 import pytest
+
+from fresh_process import finish_script, start_script
 
 pytest.importorskip("torch", reason="torch is not installed in this Python "
                     "(python/run_tests.sh installs it)")
@@ -35,34 +33,13 @@ def report(**values):
 
 
 def start_case(body, shards, table, workdir, env=None):
-    script = workdir / f"{table}.py"
-    script.write_text(PRELUDE + textwrap.dedent(body))
-    environment = dict(os.environ, STRATA_TEST_SHARDS=shards,
-                       STRATA_TEST_TABLE=table,
-                       STRATA_TEST_WORKDIR=str(workdir))
-    environment.update(env or {})
-    log_path = workdir / f"{table}-{(env or {}).get('RANK', 'main')}.log"
-    with open(log_path, "wb") as log:
-        process = subprocess.Popen([sys.executable, str(script)],
-                                   env=environment, stdout=log,
-                                   stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL)
-    return process, log_path
+    rank = (env or {}).get("RANK", "main")
+    return start_script(PRELUDE, body, shards, table, workdir, env,
+                        log_name=f"{table}-{rank}")
 
 
 def finish_case(process, log_path):
-    try:
-        process.wait(CASE_TIMEOUT)
-    finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait()
-    text = log_path.read_text(errors="replace")
-    assert process.returncode == 0, (
-        f"{log_path.stem}: exit {process.returncode}\n{text[-6000:]}")
-    results = [line for line in text.splitlines() if line.startswith("RESULT ")]
-    assert results, f"{log_path.stem}: no RESULT line\n{text[-6000:]}"
-    return json.loads(results[-1][len("RESULT "):])
+    return finish_script(process, log_path, CASE_TIMEOUT)[0]
 
 
 def run_case(body, shards, table, workdir):
