@@ -70,6 +70,10 @@ ABSL_FLAG(std::string, progress_file, "",
           "Rank 0 appends each progress report and evaluation to this CSV "
           "(step,epoch,examples,seconds,samples_per_second,loss,eval_auc,"
           "eval_log_loss; `stratactl plot` draws it); empty: none.");
+ABSL_FLAG(std::string, tensorboard_dir, "",
+          "Rank 0 writes each progress report's loss, samples/s and "
+          "evaluation as TensorBoard scalars to an event file in this folder "
+          "(`tensorboard --logdir` draws them); empty: none.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Where rank 0 writes dense checkpoints, each taken with a PS "
           "checkpoint at the same step; empty: no checkpoints.");
@@ -214,6 +218,7 @@ absl::Status ReadTrainingFlags(WorkerFlags* flags) {
   }
   t.progress_interval = absl::Seconds(progress);
   t.progress_file = absl::GetFlag(FLAGS_progress_file);
+  t.tensorboard_dir = absl::GetFlag(FLAGS_tensorboard_dir);
   return absl::OkStatus();
 }
 

@@ -146,6 +146,13 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
     if (!csv.ok()) return csv.status();
     progress_csv_ = *std::move(csv);
   }
+  if (!options_.tensorboard_dir.empty() && collective_->rank() == 0) {
+    auto events = TensorBoardEvents::Open(
+        options_.tensorboard_dir,
+        absl::ToDoubleSeconds(options_.clock->Now() - absl::UnixEpoch()));
+    if (!events.ok()) return events.status();
+    tensorboard_ = *std::move(events);
+  }
   BatchPipelineOptions pipeline_options;
   pipeline_options.reader = options_.train;
   pipeline_options.epochs = options_.epochs - epoch_;
@@ -289,6 +296,27 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   return result;
 }
 
+void Trainer::WriteTensorBoard(const ProgressReport& report) {
+  std::vector<std::pair<std::string, float>> scalars = {
+      {"loss", static_cast<float>(report.loss)},
+      {"samples_per_second", static_cast<float>(report.samples_per_second)}};
+  if (report.eval != nullptr) {
+    scalars.emplace_back("eval_auc", static_cast<float>(report.eval->auc));
+    scalars.emplace_back("eval_log_loss",
+                         static_cast<float>(report.eval->log_loss));
+  }
+  absl::Status written = tensorboard_->AddScalars(
+      report.step,
+      absl::ToDoubleSeconds(options_.clock->Now() - absl::UnixEpoch()),
+      scalars);
+  if (!written.ok()) {
+    // Training goes on without the pictures.
+    STRATA_LOG(WARNING, "worker")
+        << written.message() << "; no more TensorBoard events";
+    tensorboard_.reset();
+  }
+}
+
 void Trainer::ReportProgress(const EvalResult* eval) {
   const absl::Time now = options_.clock->Now();
   const double seconds = absl::ToDoubleSeconds(now - interval_start_);
@@ -317,6 +345,7 @@ void Trainer::ReportProgress(const EvalResult* eval) {
                           eval != nullptr, eval ? eval->auc : 0,
                           eval ? eval->log_loss : 0);
   }
+  if (tensorboard_ != nullptr) WriteTensorBoard(report);
   if (options_.on_progress) {
     options_.on_progress(report);
     return;

@@ -16,6 +16,7 @@
 #include "worker/model/dense_model.h"
 #include "worker/model/dense_optimizer.h"
 #include "worker/training/progress_csv.h"
+#include "worker/training/tensorboard_events.h"
 
 namespace strata {
 
@@ -74,6 +75,10 @@ struct TrainerOptions {
   // Rank 0 appends every progress report to this CSV (progress_csv.h);
   // empty: none.
   std::string progress_file;
+  // Rank 0 writes every progress report's loss, samples/s and evaluation
+  // as TensorBoard scalars to an event file in this folder
+  // (tensorboard_events.h); empty: none.
+  std::string tensorboard_dir;
   // 0: synchronous (each pull sees every rank's pushes of earlier steps).
   // k >= 1: the next k batches are pulled while a step computes and up to k
   // pushes are in flight.
@@ -138,6 +143,7 @@ class Trainer {
   absl::Status PredictSlice(size_t begin, size_t end,
                             std::vector<float>* predictions);
   void ReportProgress(const EvalResult* eval);
+  void WriteTensorBoard(const ProgressReport& report);
 
   TrainerOptions options_;
   PsClient* const ps_;
@@ -154,6 +160,8 @@ class Trainer {
   std::unique_ptr<Batch> eval_data_;           // loaded on first Evaluate
   std::unique_ptr<AsyncPusher> pusher_;        // while Run runs
   std::unique_ptr<ProgressCsv> progress_csv_;  // rank 0 with progress_file
+  // Rank 0 with tensorboard_dir, until a write fails (logged once).
+  std::unique_ptr<TensorBoardEvents> tensorboard_;
   absl::Time run_start_;
 
   // Progress accounting since the last report.
