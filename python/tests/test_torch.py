@@ -5,11 +5,15 @@ the table's optimizer says, two DistributedDataParallel ranks on CPU (gloo)
 end with identical dense parameters, and bad input is refused clearly."""
 
 import json
+import pathlib
 import socket
+import subprocess
+import sys
 
 import pytest
 
 from fresh_process import finish_script, start_script
+from strata_cluster import REPO, binary
 
 pytest.importorskip("torch", reason="torch is not installed in this Python "
                     "(python/run_tests.sh installs it)")
@@ -242,3 +246,23 @@ def test_bad_input_is_refused_naming_what_is_wrong(shards, workdir):
     assert "dim" in result["other_dim"], result
     assert result["no_shard"].startswith("UnavailableError"), result
     assert "127.0.0.1:1" in result["no_shard"], result
+
+
+def test_the_pytorch_example_trains_the_dlrm_on_strata(shards, workdir):
+    """examples/torch_ctr.py on strata-datagen rows: it trains, evaluates
+    and reports, with its embeddings on the cluster."""
+    data = pathlib.Path(workdir) / "ctr"
+    subprocess.run([binary("strata-datagen"), f"--out={data}",
+                    "--rows=40000", "--holdout_rows=5000"], check=True,
+                   capture_output=True, timeout=120, stdin=subprocess.DEVNULL)
+    done = subprocess.run(
+        [sys.executable, str(REPO / "examples" / "torch_ctr.py"),
+         f"--shards={shards}", f"--train={data}", f"--holdout={data}.holdout",
+         "--table=torch_example"], capture_output=True, text=True,
+        timeout=CASE_TIMEOUT, stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["embeddings"] == "strata"
+    assert result["train_rows"] == 40000 and result["holdout_rows"] == 5000
+    assert result["samples_per_second"] > 0
+    assert 0.55 < result["holdout_auc"] < 1, result
