@@ -5,6 +5,18 @@
 #include "common/metrics.h"
 
 namespace strata {
+
+std::vector<double> RateSeries(const std::vector<RateSample>& history,
+                               std::vector<double> RateSample::*field,
+                               size_t index, double scale) {
+  std::vector<double> values;
+  values.reserve(history.size());
+  for (const RateSample& sample : history) {
+    const std::vector<double>& column = sample.*field;
+    values.push_back(index < column.size() ? column[index] * scale : 0);
+  }
+  return values;
+}
 namespace {
 
 double Rate(uint64_t now, uint64_t before, double seconds) {

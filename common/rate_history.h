@@ -37,6 +37,13 @@ struct RateSample {
   std::vector<double> gauges;
 };
 
+// One line of a status-page chart: field[index] of every sample (rates,
+// p99s or gauges), times `scale`, oldest first; 0 where a sample has no such
+// entry.
+std::vector<double> RateSeries(const std::vector<RateSample>& history,
+                               std::vector<double> RateSample::*field,
+                               size_t index, double scale = 1);
+
 // Keeps the last `capacity` samples (a sample a second: 5 minutes).
 // Thread-safe.
 class RateHistory {

@@ -8,18 +8,6 @@
 namespace strata {
 namespace {
 
-// One series of the samples: rates[i], p99s[i] or gauges[i], times `scale`.
-std::vector<double> Series(const std::vector<RateSample>& history,
-                           std::vector<double> RateSample::*field, size_t index,
-                           double scale = 1) {
-  std::vector<double> values;
-  for (const RateSample& sample : history) {
-    const std::vector<double>& column = sample.*field;
-    values.push_back(index < column.size() ? column[index] * scale : 0);
-  }
-  return values;
-}
-
 void AppendCharts(const std::vector<RateSample>& history, std::string* out) {
   constexpr char kBlue[] = "#1f77b4";
   constexpr char kRed[] = "#d62728";
@@ -27,16 +15,17 @@ void AppendCharts(const std::vector<RateSample>& history, std::string* out) {
       out, "<h2>Last minutes</h2>",
       SvgLineChart(
           "chart-lookups", "Lookups per second", "/s",
-          {{"lookups", kBlue, Series(history, &RateSample::rates, 0)}}),
+          {{"lookups", kBlue, RateSeries(history, &RateSample::rates, 0)}}),
       SvgLineChart(
           "chart-keys", "Keys per second", "/s",
-          {{"looked up", kBlue, Series(history, &RateSample::rates, 1)},
-           {"missing", kRed, Series(history, &RateSample::rates, 2)}}),
+          {{"looked up", kBlue, RateSeries(history, &RateSample::rates, 1)},
+           {"missing", kRed, RateSeries(history, &RateSample::rates, 2)}}),
       SvgLineChart(
           "chart-latency", "Lookup p99 latency", "ms",
-          {{"Lookup", kBlue, Series(history, &RateSample::p99s, 0, 1e3)}}),
-      SvgLineChart("chart-lag", "Largest lag behind a shard", "s",
-                   {{"lag", kRed, Series(history, &RateSample::gauges, 0)}}));
+          {{"Lookup", kBlue, RateSeries(history, &RateSample::p99s, 0, 1e3)}}),
+      SvgLineChart(
+          "chart-lag", "Largest lag behind a shard", "s",
+          {{"lag", kRed, RateSeries(history, &RateSample::gauges, 0)}}));
 }
 
 void AppendShards(const v1::ServingStatusResponse& status, std::string* out) {

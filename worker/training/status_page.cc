@@ -11,29 +11,21 @@ constexpr char kBlue[] = "#1f77b4";
 constexpr char kRed[] = "#d62728";
 constexpr char kGreen[] = "#2ca02c";
 
-std::vector<double> Column(const std::vector<RateSample>& history,
-                           std::vector<double> RateSample::*field,
-                           size_t index) {
-  std::vector<double> values;
-  for (const RateSample& sample : history) {
-    const std::vector<double>& column = sample.*field;
-    values.push_back(index < column.size() ? column[index] : 0);
-  }
-  return values;
-}
-
 void AppendCharts(const std::vector<RateSample>& history, std::string* out) {
   absl::StrAppend(
       out, "<h2>Last minutes</h2>",
       SvgLineChart(
           "chart-samples", "Samples per second (all ranks)", "/s",
-          {{"samples", kBlue, Column(history, &RateSample::rates, 0)}}),
-      SvgLineChart("chart-steps", "Steps per second", "/s",
-                   {{"steps", kBlue, Column(history, &RateSample::rates, 1)}}),
-      SvgLineChart("chart-loss", "Training loss (last progress interval)", "",
-                   {{"loss", kRed, Column(history, &RateSample::gauges, 0)}}),
-      SvgLineChart("chart-auc", "Held-out AUC (last evaluation)", "",
-                   {{"AUC", kGreen, Column(history, &RateSample::gauges, 1)}}));
+          {{"samples", kBlue, RateSeries(history, &RateSample::rates, 0)}}),
+      SvgLineChart(
+          "chart-steps", "Steps per second", "/s",
+          {{"steps", kBlue, RateSeries(history, &RateSample::rates, 1)}}),
+      SvgLineChart(
+          "chart-loss", "Training loss (last progress interval)", "",
+          {{"loss", kRed, RateSeries(history, &RateSample::gauges, 0)}}),
+      SvgLineChart(
+          "chart-auc", "Held-out AUC (last evaluation)", "",
+          {{"AUC", kGreen, RateSeries(history, &RateSample::gauges, 1)}}));
 }
 
 }  // namespace
