@@ -36,9 +36,7 @@ import argparse
 import json
 import os
 import pathlib
-import subprocess
 import sys
-import tempfile
 import time
 
 import numpy as np
@@ -46,6 +44,7 @@ import numpy as np
 REPO = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "examples"))
 import keras_ctr  # noqa: E402
+from local_shard import LocalShard  # noqa: E402
 
 
 def parse_args(argv=None):
@@ -74,32 +73,6 @@ def parse_args(argv=None):
         if not hasattr(args, name):
             setattr(args, name, value)
     return args
-
-
-class LocalShard:
-    """One strata-server on a free port in a temporary directory."""
-
-    def __init__(self):
-        bin_dir = pathlib.Path(os.environ.get("STRATA_BIN_DIR") or
-                               REPO / "build" / "bin")
-        self.dir = tempfile.TemporaryDirectory(prefix="strata-keras-bench-")
-        port_file = pathlib.Path(self.dir.name) / "port"
-        self.proc = subprocess.Popen(
-            [str(bin_dir / "strata-server"), "--port=0", "--host=127.0.0.1",
-             f"--port_file={port_file}", "--durability=periodic",
-             f"--data_dir={self.dir.name}/data", "--log_level=warning"],
-            stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 30
-        while not port_file.exists() or not port_file.read_text().strip():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                raise SystemExit("keras_strata_vs_tf: strata-server did not start")
-            time.sleep(0.05)
-        self.address = f"127.0.0.1:{port_file.read_text().strip()}"
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(30)
-        self.dir.cleanup()
 
 
 def tf_embedding_model(args, vocabulary_size):

@@ -18,13 +18,10 @@ the same round.
 import argparse
 import json
 import os
-import pathlib
 import subprocess
 import sys
-import tempfile
-import time
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
+from local_shard import REPO, LocalShard
 
 
 def parse_args(argv=None):
@@ -40,28 +37,14 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def start_shard(bin_dir, workdir):
-    port_file = workdir / "port"
-    shard = subprocess.Popen(
-        [str(pathlib.Path(bin_dir) / "strata-server"), "--port=0",
-         f"--port_file={port_file}", f"--data_dir={workdir / 'shard'}",
-         "--durability=periodic", "--log_level=warning"],
-        stdin=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while not port_file.exists() or not port_file.read_text().strip():
-        if shard.poll() is not None or time.monotonic() > deadline:
-            raise SystemExit("torch bench: strata-server did not start")
-        time.sleep(0.05)
-    return shard, f"127.0.0.1:{port_file.read_text().strip()}"
-
-
-def run(variant, args, shard, address, table):
+def run(variant, args, shard, table):
     command = [sys.executable, str(REPO / "examples" / "torch_ctr.py"),
                f"--embeddings={variant}", f"--train={args.train}",
                f"--holdout={args.holdout}", f"--table={table}",
                *args.example_args.split()]
     if variant == "strata":
-        command += [f"--shards={address}", f"--server_pids={shard.pid}"]
+        command += [f"--shards={shard.address}",
+                    f"--server_pids={shard.proc.pid}"]
     done = subprocess.run(command, capture_output=True, text=True,
                           stdin=subprocess.DEVNULL)
     if done.returncode != 0:
@@ -77,18 +60,16 @@ def main(argv=None):
     variants = args.variants.split(",")
     print(f"load average at the start: {os.getloadavg()[0]:.2f}",
           file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="torch-bench-") as work:
-        shard, address = start_shard(args.bin_dir, pathlib.Path(work))
-        try:
-            rounds = []
-            for r in range(args.rounds):
-                order = variants[r % len(variants):] + variants[:r % len(variants)]
-                results = {v: run(v, args, shard, address, f"torch_bench_{r}")
-                           for v in order}
-                rounds.append((order, results))
-        finally:
-            shard.terminate()
-            shard.wait()
+    shard = LocalShard(args.bin_dir)
+    try:
+        rounds = []
+        for r in range(args.rounds):
+            order = variants[r % len(variants):] + variants[:r % len(variants)]
+            results = {v: run(v, args, shard, f"torch_bench_{r}")
+                       for v in order}
+            rounds.append((order, results))
+    finally:
+        shard.stop()
     base = variants[0]
     print("| round | order | variant | samples/s | CPU-s per 1k samples "
           "(trainer + shard) | held-out AUC | samples/s vs "
