@@ -18,11 +18,19 @@ from ._rpc import EndpointPool, RetryPolicy
 from .errors import InternalError, InvalidArgumentError
 from .hashing import shards_of
 
-_OPTIMIZERS = {"sgd": strata_pb2.SGD, "adagrad": strata_pb2.ADAGRAD,
-               "adam": strata_pb2.ADAM, "ftrl": strata_pb2.FTRL}
-_INITIALIZERS = {"zeros": strata_pb2.ZEROS, "constant": strata_pb2.CONSTANT,
-                 "uniform": strata_pb2.UNIFORM,
-                 "truncated_normal": strata_pb2.TRUNCATED_NORMAL}
+# A table's optimizer and initializer by name, with the numbers of
+# strata.v1.OptimizerType and InitializerType (which the C client,
+# strata_tf_client.h, uses too), and the names of their arguments (the
+# fields of strata.v1.OptimizerConfig and InitializerConfig).
+OPTIMIZER_TYPES = {"sgd": strata_pb2.SGD, "adagrad": strata_pb2.ADAGRAD,
+                   "adam": strata_pb2.ADAM, "ftrl": strata_pb2.FTRL}
+INITIALIZER_TYPES = {"zeros": strata_pb2.ZEROS,
+                     "constant": strata_pb2.CONSTANT,
+                     "uniform": strata_pb2.UNIFORM,
+                     "truncated_normal": strata_pb2.TRUNCATED_NORMAL}
+OPTIMIZER_ARGS = ("initial_accumulator", "epsilon", "beta1", "beta2",
+                  "ftrl_beta", "l1", "l2")
+INITIALIZER_ARGS = ("value", "min", "max", "mean", "stddev")
 
 
 # The defaults of a new table, the same here, in strata.tf.Embedding and in
@@ -39,6 +47,26 @@ def default_optimizer_args(optimizer: str) -> Dict[str, float]:
 
 def default_initializer_args(initializer: str) -> Dict[str, float]:
     return {"stddev": 0.01} if initializer == "truncated_normal" else {}
+
+
+def check_table_options(who: str, optimizer: str, initializer: str,
+                        optimizer_args: Optional[Mapping[str, float]],
+                        initializer_args: Optional[Mapping[str, float]]
+                        ) -> None:
+    """ValueError, its message starting with `who`, naming an unknown
+    optimizer, initializer, or optimizer or initializer argument, with the
+    names it could have been."""
+    for what, given, known in (("optimizer", [optimizer], OPTIMIZER_TYPES),
+                               ("initializer", [initializer],
+                                INITIALIZER_TYPES),
+                               ("optimizer argument", optimizer_args or {},
+                                OPTIMIZER_ARGS),
+                               ("initializer argument", initializer_args or {},
+                                INITIALIZER_ARGS)):
+        for name in given:
+            if name not in known:
+                raise ValueError(f"{who}: unknown {what} {name!r} (want one "
+                                 f"of {', '.join(known)})")
 
 
 # create_table(admission=..., eviction=...) keys -> TableConfig fields.
@@ -134,19 +162,18 @@ class ParameterServerClient:
             optimizer_args = default_optimizer_args(optimizer)
         if initializer_args is None:
             initializer_args = default_initializer_args(initializer)
-        try:
-            config = strata_pb2.TableConfig(
-                name=name, dim=dim, seed=seed,
-                optimizer=strata_pb2.OptimizerConfig(
-                    type=_OPTIMIZERS[optimizer], learning_rate=learning_rate,
-                    **optimizer_args),
-                initializer=strata_pb2.InitializerConfig(
-                    type=_INITIALIZERS[initializer], **initializer_args),
-                memory_budget_bytes=memory_budget_bytes,
-                **_policy_fields("admission", admission, _ADMISSION),
-                **_policy_fields("eviction", eviction, _EVICTION))
-        except KeyError as e:
-            raise ValueError(f"unknown optimizer or initializer {e}") from None
+        check_table_options("strata", optimizer, initializer, optimizer_args,
+                            initializer_args)
+        config = strata_pb2.TableConfig(
+            name=name, dim=dim, seed=seed,
+            optimizer=strata_pb2.OptimizerConfig(
+                type=OPTIMIZER_TYPES[optimizer], learning_rate=learning_rate,
+                **optimizer_args),
+            initializer=strata_pb2.InitializerConfig(
+                type=INITIALIZER_TYPES[initializer], **initializer_args),
+            memory_budget_bytes=memory_budget_bytes,
+            **_policy_fields("admission", admission, _ADMISSION),
+            **_policy_fields("eviction", eviction, _EVICTION))
         request = strata_pb2.CreateTableRequest(config=config)
         created = [s.call("CreateTable", request, timeout).created
                    for s in self._shards]

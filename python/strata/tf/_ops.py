@@ -7,6 +7,7 @@ import threading
 
 import tensorflow as tf
 
+from strata import training
 from strata.tf import _build
 
 LIBRARY_NAME = "libstrata_tf_ops.so"
@@ -16,11 +17,8 @@ _PACKAGE_DIR = pathlib.Path(__file__).resolve().parent
 _lock = threading.Lock()
 _module = None
 
-_OPTIMIZER_ARGS = ("initial_accumulator", "epsilon", "beta1", "beta2",
-                   "ftrl_beta", "l1", "l2")
-_INITIALIZER_ARGS = ("value", "min", "max", "mean", "stddev")
-OPTIMIZERS = ("sgd", "adagrad", "adam", "ftrl")
-INITIALIZERS = ("zeros", "constant", "uniform", "truncated_normal")
+OPTIMIZERS = tuple(training.OPTIMIZER_TYPES)
+INITIALIZERS = tuple(training.INITIALIZER_TYPES)
 
 
 def candidate_paths():
@@ -167,22 +165,13 @@ def table_attrs(optimizer="adagrad", learning_rate=0.0, optimizer_args=None,
     take the server's defaults. optimizer_args: initial_accumulator,
     epsilon, beta1, beta2, ftrl_beta, l1, l2; initializer_args: value, min,
     max, mean, stddev."""
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"strata.tf: unknown optimizer {optimizer!r} "
-                         f"(want one of {', '.join(OPTIMIZERS)})")
-    if initializer not in INITIALIZERS:
-        raise ValueError(f"strata.tf: unknown initializer {initializer!r} "
-                         f"(want one of {', '.join(INITIALIZERS)})")
+    training.check_table_options("strata.tf", optimizer, initializer,
+                                 optimizer_args, initializer_args)
     attrs = {"optimizer": optimizer, "learning_rate": float(learning_rate),
              "initializer": initializer, "seed": int(seed)}
     for name, value in (optimizer_args or {}).items():
-        if name not in _OPTIMIZER_ARGS:
-            raise ValueError(f"strata.tf: unknown optimizer argument {name!r}")
         attrs[name] = float(value)
     for name, value in (initializer_args or {}).items():
-        if name not in _INITIALIZER_ARGS:
-            raise ValueError(
-                f"strata.tf: unknown initializer argument {name!r}")
         attrs["init_" + name] = float(value)
     return attrs
 

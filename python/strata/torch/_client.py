@@ -25,14 +25,6 @@ LIBRARY_NAME = "libstrata_tf_client.so"
 ABI_VERSION = 3
 _PACKAGE = pathlib.Path(__file__).resolve().parents[1]
 
-OPTIMIZERS = {"sgd": 1, "adagrad": 2, "adam": 3, "ftrl": 4}
-INITIALIZERS = {"zeros": 1, "constant": 2, "uniform": 3,
-                "truncated_normal": 4}
-_OPTIMIZER_ARGS = ("initial_accumulator", "epsilon", "beta1", "beta2",
-                   "ftrl_beta", "l1", "l2")
-_INITIALIZER_ARGS = {"value": "init_value", "min": "init_min",
-                     "max": "init_max", "mean": "init_mean",
-                     "stddev": "init_stddev"}
 
 
 class _Options(ctypes.Structure):
@@ -167,35 +159,23 @@ def table_config(name, dim, optimizer=training.DEFAULT_OPTIMIZER,
     """The C struct of a table config; ValueError naming an unknown
     optimizer, initializer or argument. Arguments left None take the
     defaults that strata-worker and strata.tf.Embedding use."""
-    if optimizer not in OPTIMIZERS:
-        raise ValueError(f"strata.torch: unknown optimizer {optimizer!r} "
-                         f"(want one of {', '.join(OPTIMIZERS)})")
-    if initializer not in INITIALIZERS:
-        raise ValueError(f"strata.torch: unknown initializer {initializer!r} "
-                         f"(want one of {', '.join(INITIALIZERS)})")
-    if not isinstance(dim, int) or dim <= 0:
-        raise ValueError(f"strata.torch: dim must be a positive int, got "
-                         f"{dim!r}")
     if optimizer_args is None:
         optimizer_args = training.default_optimizer_args(optimizer)
     if initializer_args is None:
         initializer_args = training.default_initializer_args(initializer)
+    training.check_table_options("strata.torch", optimizer, initializer,
+                                 optimizer_args, initializer_args)
+    if not isinstance(dim, int) or dim <= 0:
+        raise ValueError(f"strata.torch: dim must be a positive int, got "
+                         f"{dim!r}")
     config = _TableConfig(name=_bytes(name), dim=dim, seed=int(seed),
-                          optimizer=OPTIMIZERS[optimizer],
+                          optimizer=training.OPTIMIZER_TYPES[optimizer],
                           learning_rate=float(learning_rate),
-                          initializer=INITIALIZERS[initializer])
+                          initializer=training.INITIALIZER_TYPES[initializer])
     for key, value in optimizer_args.items():
-        if key not in _OPTIMIZER_ARGS:
-            raise ValueError(f"strata.torch: unknown optimizer argument "
-                             f"{key!r} (want one of "
-                             f"{', '.join(_OPTIMIZER_ARGS)})")
         setattr(config, key, float(value))
     for key, value in initializer_args.items():
-        if key not in _INITIALIZER_ARGS:
-            raise ValueError(f"strata.torch: unknown initializer argument "
-                             f"{key!r} (want one of "
-                             f"{', '.join(_INITIALIZER_ARGS)})")
-        setattr(config, _INITIALIZER_ARGS[key], float(value))
+        setattr(config, "init_" + key, float(value))
     return config
 
 
