@@ -14,13 +14,29 @@ import subprocess
 import sys
 import textwrap
 
+# The start of every case: the cluster (SHARDS), the case's own table name
+# (TABLE), its scratch folder (WORK), and report(**values), which prints the
+# RESULT line.
+CASE_HEADER = '''
+import json, os, sys
+import numpy as np
+
+SHARDS = os.environ["STRATA_TEST_SHARDS"]
+TABLE = os.environ["STRATA_TEST_TABLE"]
+WORK = os.environ["STRATA_TEST_WORKDIR"]
+
+def report(**values):
+    print("RESULT " + json.dumps(values), flush=True)
+'''
+
 
 def start_script(prelude, body, shards, table, workdir, env=None,
                  log_name=None):
-    """Starts prelude + body in the background, with `env` added to the
-    environment; returns (process, log path). Wait with finish_script."""
+    """Starts CASE_HEADER + prelude + body in the background, with `env`
+    added to the environment; returns (process, log path). Wait with
+    finish_script."""
     script = workdir / f"{table}.py"
-    script.write_text(prelude + textwrap.dedent(body))
+    script.write_text(CASE_HEADER + prelude + textwrap.dedent(body))
     environment = dict(os.environ, STRATA_TEST_SHARDS=shards,
                        STRATA_TEST_TABLE=table,
                        STRATA_TEST_WORKDIR=str(workdir))

@@ -31,18 +31,12 @@ from strata_cluster import REPO, Cluster, binary  # noqa: E402
 
 CASE_TIMEOUT = 240
 
-# Imported by every case. SHARDS: the cluster; TABLE: a table name of the
-# case's own; keras_model(): ids [batch, 2] -> a click probability.
+# Imported by every case after fresh_process.CASE_HEADER (SHARDS, TABLE,
+# WORK, report): keras_model(): ids [batch, 2] -> a click probability.
 PRELUDE = '''
-import json, os, sys
-import numpy as np
 import tensorflow as tf
 import keras
 import strata.tf as stf
-
-SHARDS = os.environ["STRATA_TEST_SHARDS"]
-TABLE = os.environ["STRATA_TEST_TABLE"]
-WORK = os.environ["STRATA_TEST_WORKDIR"]
 
 def ids_and_labels(n=256, seed=0):
     rng = np.random.default_rng(seed)
@@ -61,16 +55,13 @@ def keras_model(table=TABLE, create_table=True, **layer_args):
     model.compile(optimizer=keras.optimizers.SGD(0.1),
                   loss="binary_crossentropy")
     return model
-
-def report(**values):
-    print("RESULT " + json.dumps(values), flush=True)
 '''
 
 
 def start_case(body, shards, table, workdir, env=None):
-    """Starts PRELUDE + body in a new interpreter in the background, with
-    `env` added to its environment; returns (process, log path). The caller
-    waits for it with finish_case."""
+    """Starts the case header, PRELUDE and body in a new interpreter in the
+    background, with `env` added to its environment; returns (process, log
+    path). The caller waits for it with finish_case."""
     return start_script(PRELUDE, body, shards, table, workdir,
                         dict({"TF_CPP_MIN_LOG_LEVEL": "2"}, **(env or {})))
 

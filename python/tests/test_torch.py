@@ -20,19 +20,11 @@ pytest.importorskip("torch", reason="torch is not installed in this Python "
 
 CASE_TIMEOUT = 180
 
+# After fresh_process.CASE_HEADER (SHARDS, TABLE, WORK, report).
 PRELUDE = '''
-import json, os, sys
-import numpy as np
 import torch
 import strata.torch as st
-
-SHARDS = os.environ["STRATA_TEST_SHARDS"]
-TABLE = os.environ["STRATA_TEST_TABLE"]
-WORK = os.environ["STRATA_TEST_WORKDIR"]
 torch.manual_seed(0)
-
-def report(**values):
-    print("RESULT " + json.dumps(values), flush=True)
 '''
 
 
