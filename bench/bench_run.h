@@ -40,6 +40,8 @@ struct BenchOptions {
   std::string serving;
   // serving-lookup: open-loop request rate; 0 keeps `inflight` outstanding.
   double qps = 0;
+  // serving-lookup: AdaptiveThrottle's k for local refusals; 0: none.
+  double client_throttle_k = 0;
   // freshness: background push load on the training shards.
   double push_keys_per_s = 100000;
   // Processes on this machine (the servers) whose CPU time over the

@@ -1,24 +1,35 @@
 #!/usr/bin/env bash
-# Serving PS under overload: the same strata-serving with a bounded request
-# queue (--max_queued_requests=QUEUE) and with an unbounded one (its peer:
-# what it did before load shedding, less the dropping of expired requests),
-# interleaved ROUNDS times.
+# Serving PS under open-loop overload: goodput and p99 of the answered
+# lookups at 1x, 2x and 10x of its measured capacity, with and without the
+# client's throttle (ServingClient's throttle_k, common/adaptive_throttle.h)
+# in the same round.
 #
-# Each round and variant: a closed loop at 8 in flight (the capacity), then
-# at 8x that concurrency (64, strata-bench's most), with an online caller's
-# deadline (TIMEOUT_MS). Reports answered lookups/s (goodput), p99 of the answered,
-# refusals, and the serving PS's CPU-seconds per 1000 answered lookups.
+# Each round: a fresh strata-serving (--max_queued_requests=QUEUE,
+# --request_threads=THREADS), its capacity measured by a closed loop of
+# 1000-key lookups at QUEUE + THREADS in flight (as many as it takes without
+# refusing), then open loops at 1x, 2x and 10x of that
+# rate, each once with every request sent ("raw", the peer) and once
+# throttled as ServingClient does (k = THROTTLE_K), orders alternating
+# between rounds. Every lookup carries an online caller's deadline
+# (TIMEOUT_MS); latency counts from each request's scheduled start. On a
+# machine of 2 or more cores the daemons run on core 0 and the generator on
+# core 1, so that the generator does not take the server's CPU.
 #
 # Usage: bench/run_overload.sh [BUILD_DIR]
-# Environment: ROUNDS [3], DURATION_S [5], NUM_KEYS [200000], DIM [64],
-#              TIMEOUT_MS [50], QUEUE [16]
+# Environment: ROUNDS [3], DURATION_S [8], WARMUP_S [3], NUM_KEYS [200000],
+#              DIM [64], TIMEOUT_MS [50], QUEUE [4], THREADS [1],
+#              THROTTLE_K [2]
 set -uo pipefail
 BUILD_DIR=${1:-build}
 ROUNDS=${ROUNDS:-3}
-DURATION_S=${DURATION_S:-5}
+DURATION_S=${DURATION_S:-8}
+WARMUP_S=${WARMUP_S:-3}
 NUM_KEYS=${NUM_KEYS:-200000}
 DIM=${DIM:-64}
 TIMEOUT_MS=${TIMEOUT_MS:-50}
+QUEUE=${QUEUE:-4}
+THREADS=${THREADS:-1}
+THROTTLE_K=${THROTTLE_K:-2}
 BIN="$BUILD_DIR/bin"
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-overload.XXXXXX")
 PIDS=()
@@ -28,6 +39,13 @@ cleanup() {
   rm -rf "$WORK"
 }
 trap cleanup EXIT
+
+SERVER_CPU=()
+CLIENT_CPU=()
+if [[ $(nproc) -ge 2 ]] && command -v taskset >/dev/null; then
+  SERVER_CPU=(taskset -c 0)
+  CLIENT_CPU=(taskset -c 1)
+fi
 
 wait_port() {
   for _ in $(seq 600); do
@@ -40,51 +58,69 @@ wait_port() {
 cpu_seconds() {  # utime + stime of a pid, in seconds
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
 }
+field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$BIN/strata-server" --port=0 --port_file="$WORK/shard.port" \
-  --data_dir="$WORK/shard" --durability=group --log_level=warning &
+"${SERVER_CPU[@]}" "$BIN/strata-server" --port=0 \
+  --port_file="$WORK/shard.port" --data_dir="$WORK/shard" \
+  --durability=group --log_level=warning &
 PIDS+=($!)
 wait_port "$WORK/shard.port"
 SHARD="127.0.0.1:$(cat "$WORK/shard.port")"
 "$BIN/strata-bench" --mode=load --shards="$SHARD" --table=bench --dim="$DIM" \
   --num_keys="$NUM_KEYS" --batch=8192 --inflight=8 >/dev/null || exit 1
 
-echo "| round | serving queue | in flight | answered/s | p99 ms | refused | deadline exceeded | CPU-s per 1k answered |"
-echo "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+lookups() {  # lookups EXTRA_FLAGS...: one strata-bench line
+  "${CLIENT_CPU[@]}" "$BIN/strata-bench" --mode=serving-lookup \
+    --serving="$SERVING" --table=bench --batch=1000 --dim="$DIM" \
+    --num_keys="$NUM_KEYS" --inflight=64 --timeout_ms="$TIMEOUT_MS" \
+    --duration_s="$DURATION_S" --warmup_s="$WARMUP_S" "$@" 2>/dev/null |
+    head -1
+}
+
+echo "| round | load | client | offered/s | answered/s | of capacity | p99 ms | refused by server | throttled by client | deadline exceeded | serving CPU-s per 1k answered |"
+echo "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for round in $(seq "$ROUNDS"); do
-  for variant in bounded unbounded; do
-    queue=${QUEUE:-16}
-    [[ $variant == unbounded ]] && queue=1000000000
-    rm -f "$WORK/serving.port"
-    "$BIN/strata-serving" --port=0 --port_file="$WORK/serving.port" \
-      --shards="$SHARD" --data_dir="$WORK/serving-$round-$variant" \
-      --cache_rows="$NUM_KEYS" --max_queued_requests="$queue" \
-      --log_level=warning &
-    serving_pid=$!
-    PIDS+=($serving_pid)
-    wait_port "$WORK/serving.port"
-    SERVING="127.0.0.1:$(cat "$WORK/serving.port")"
-    "$BIN/strata-lookup" --serving="$SERVING" --wait_caught_up_s=300 bench 0 \
-      >/dev/null || exit 1
-    for inflight in 8 64; do
+  rm -f "$WORK/serving.port"
+  "${SERVER_CPU[@]}" "$BIN/strata-serving" --port=0 \
+    --port_file="$WORK/serving.port" --shards="$SHARD" \
+    --data_dir="$WORK/serving-$round" --cache_rows="$NUM_KEYS" \
+    --max_queued_requests="$QUEUE" --request_threads="$THREADS" \
+    --log_level=warning &
+  serving_pid=$!
+  PIDS+=($serving_pid)
+  wait_port "$WORK/serving.port"
+  SERVING="127.0.0.1:$(cat "$WORK/serving.port")"
+  "$BIN/strata-lookup" --serving="$SERVING" --wait_caught_up_s=300 bench 0 \
+    >/dev/null || exit 1
+  # As many in flight as the server takes without refusing: its capacity.
+  capacity_line=$(lookups --inflight=$((QUEUE + THREADS)))
+  capacity=$(awk -v n="$(field "$capacity_line" requests)" \
+    -v s="$(field "$capacity_line" seconds)" 'BEGIN { printf "%.0f", n / s }')
+  echo "| $round | capacity | closed loop, $((QUEUE + THREADS)) in flight | | $capacity | 1.00 | $(field "$capacity_line" p99) | $(field "$capacity_line" RESOURCE_EXHAUSTED) | | | |"
+  clients=(raw throttled)
+  ((round % 2 == 0)) && clients=(throttled raw)
+  for times in 1 2 10; do
+    for client in "${clients[@]}"; do
+      k=0
+      [[ $client == throttled ]] && k=$THROTTLE_K
+      qps=$((capacity * times))
       before=$(cpu_seconds "$serving_pid")
-      line=$("$BIN/strata-bench" --mode=serving-lookup --serving="$SERVING" \
-        --table=bench --batch=1000 --dim="$DIM" --num_keys="$NUM_KEYS" \
-        --inflight="$inflight" --timeout_ms="$TIMEOUT_MS" \
-        --duration_s="$DURATION_S" --warmup_s=1 2>/dev/null | head -1)
+      line=$(lookups --qps="$qps" --client_throttle_k="$k")
       after=$(cpu_seconds "$serving_pid")
-      field() { tr ' ' '\n' <<<"$line" | awk -F= -v k="$1" '$1 == k { print $2 }'; }
-      requests=$(field requests)
-      seconds=$(field seconds)
-      awk -v r="$round" -v v="$variant" -v i="$inflight" -v n="${requests:-0}" \
-        -v s="${seconds:-1}" -v p="$(field p99)" \
-        -v x="$(field RESOURCE_EXHAUSTED)" -v d="$(field DEADLINE_EXCEEDED)" \
+      awk -v r="$round" -v t="$times" -v cl="$client" -v q="$qps" \
+        -v cap="$capacity" -v n="$(field "$line" requests)" \
+        -v s="$(field "$line" seconds)" -v p="$(field "$line" p99)" \
+        -v x="$(field "$line" RESOURCE_EXHAUSTED)" \
+        -v th="$(field "$line" THROTTLED)" \
+        -v d="$(field "$line" DEADLINE_EXCEEDED)" \
         -v c="$(awk -v a="$before" -v b="$after" 'BEGIN { print b - a }')" \
-        'BEGIN { printf "| %d | %s | %d | %.0f | %s | %d | %d | %.3f |\n",
-                 r, v, i, n / s, p, x, d, (n > 0 ? c / n * 1000 : 0) }'
+        'BEGIN { a = (s > 0 ? n / s : 0)
+                 printf "| %d | %dx | %s | %d | %.0f | %.2f | %s | %d | %d | %d | %.3f |\n",
+                   r, t, cl, q, a, a / cap, p, x, th, d,
+                   (n > 0 ? c / n * 1000 : 0) }'
     done
-    kill -TERM "$serving_pid"
-    wait "$serving_pid" 2>/dev/null
   done
+  kill -TERM "$serving_pid"
+  wait "$serving_pid" 2>/dev/null
 done

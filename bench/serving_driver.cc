@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/bench_run.h"
+#include "common/adaptive_throttle.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/strata.grpc.pb.h"
 #include "worker/ps_client.h"
@@ -53,6 +54,12 @@ absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
     requests[i].set_table(options.table);
     requests[i].mutable_keys()->Add(batches[i].begin(), batches[i].end());
   }
+  std::unique_ptr<AdaptiveThrottle> throttle;
+  if (options.client_throttle_k > 0) {
+    AdaptiveThrottle::Options throttle_options;
+    throttle_options.k = options.client_throttle_k;
+    throttle = std::make_unique<AdaptiveThrottle>(throttle_options);
+  }
   grpc::CompletionQueue queue;
   const SteadyClock::time_point start = SteadyClock::now();
   Window window(options, start);
@@ -65,6 +72,10 @@ absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
     bool ok;
     while (queue.Next(&tag, &ok)) {
       std::unique_ptr<LookupCall> call(static_cast<LookupCall*>(tag));
+      if (throttle != nullptr) {
+        throttle->Record(call->status.error_code() !=
+                         grpc::StatusCode::RESOURCE_EXHAUSTED);
+      }
       if (call->status.ok()) {
         window.Complete(call->scheduled, SteadyClock::now(), call->keys,
                         result);
@@ -80,6 +91,7 @@ absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
   const auto interval = std::chrono::nanoseconds(
       open_loop ? static_cast<int64_t>(1e9 / options.qps) : 0);
   SteadyClock::time_point next = start;
+  uint64_t throttled = 0;  // The reaper owns `result` until it is joined.
   for (uint64_t i = 0;; ++i) {
     SteadyClock::time_point now = SteadyClock::now();
     if (window.Over(now)) break;
@@ -87,6 +99,12 @@ absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
       if (now < next) std::this_thread::sleep_until(next);
     } else {
       while (outstanding.load() >= options.inflight) std::this_thread::yield();
+    }
+    if (throttle != nullptr && !throttle->Allow()) {
+      // Refused here, as ServingClient would: the server never sees it.
+      ++throttled;
+      next += interval;
+      continue;
     }
     auto* call = new LookupCall();
     call->scheduled = open_loop ? next : SteadyClock::now();
@@ -102,6 +120,7 @@ absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
   while (outstanding.load() > 0) std::this_thread::yield();
   queue.Shutdown();
   reaper.join();
+  if (throttled > 0) result.errors["THROTTLED"] += throttled;
   result.seconds = options.duration_s;
   return result;
 }

@@ -45,6 +45,11 @@ ABSL_FLAG(double, qps, 0,
           "serving-lookup: open-loop requests per second (latency counted "
           "from each request's scheduled start); 0 runs closed loop with "
           "--inflight requests outstanding.");
+ABSL_FLAG(double, client_throttle_k, 0,
+          "serving-lookup: throttle as ServingClient does (its throttle_k): "
+          "once the server refuses for overload, send about this many "
+          "requests per accepted one and refuse the rest locally (counted "
+          "as THROTTLED); 0 sends every request.");
 ABSL_FLAG(double, push_keys_per_s, 100000,
           "freshness: keys pushed per second to the training shards, in "
           "pushes of --batch keys plus one probe key each.");
@@ -108,6 +113,11 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   if (options.qps < 0 || !(options.push_keys_per_s > 0)) {
     return absl::InvalidArgumentError(
         "--qps must be >= 0 and --push_keys_per_s > 0");
+  }
+  options.client_throttle_k = absl::GetFlag(FLAGS_client_throttle_k);
+  if (options.client_throttle_k != 0 && !(options.client_throttle_k >= 1)) {
+    return absl::InvalidArgumentError(
+        "--client_throttle_k must be 0 (off) or >= 1");
   }
   options.redis = absl::GetFlag(FLAGS_redis);
   options.table = absl::GetFlag(FLAGS_table);

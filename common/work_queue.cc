@@ -9,7 +9,8 @@
 namespace strata {
 
 WorkQueue::WorkQueue(const Options& options)
-    : max_queued_(std::max<size_t>(1, options.max_queued)) {
+    : max_queued_(std::max<size_t>(1, options.max_queued)),
+      max_wait_(options.max_wait) {
   const int threads =
       options.threads > 0
           ? options.threads
@@ -26,20 +27,34 @@ WorkQueue::~WorkQueue() {
 }
 
 bool WorkQueue::Submit(Deadline deadline, Work work) {
+  return TrySubmit(deadline, std::move(work)) == Outcome::kQueued;
+}
+
+WorkQueue::Outcome WorkQueue::TrySubmit(Deadline deadline, Work work) {
+  const auto now = std::chrono::steady_clock::now();
   absl::MutexLock lock(&mu_);
-  if (stopping_ || queue_.size() >= max_queued_) {
-    ++refused_;
-    return false;
+  Outcome outcome = Outcome::kQueued;
+  if (stopping_) {
+    outcome = Outcome::kStopping;
+  } else if (queue_.size() >= max_queued_) {
+    outcome = Outcome::kQueueFull;
+  } else if (max_wait_.count() > 0 && !queue_.empty() &&
+             now - queue_.front().queued > max_wait_) {
+    outcome = Outcome::kWaitTooLong;
   }
-  queue_.push_back(Item{deadline, std::move(work)});
-  return true;
+  if (outcome != Outcome::kQueued) {
+    ++refused_;
+    return outcome;
+  }
+  queue_.push_back(Item{deadline, now, std::move(work)});
+  return outcome;
 }
 
 void WorkQueue::SubmitCall(Deadline deadline, std::function<bool()> cancelled,
                            std::function<absl::Status()> serve,
                            std::function<void(const absl::Status&)> finish,
                            absl::string_view what) {
-  const bool queued = Submit(
+  const Outcome outcome = TrySubmit(
       deadline, [cancelled = std::move(cancelled), serve = std::move(serve),
                  finish, what = std::string(what)](bool expired) {
         if (expired || cancelled()) {
@@ -51,10 +66,26 @@ void WorkQueue::SubmitCall(Deadline deadline, std::function<bool()> cancelled,
         }
         finish(serve());
       });
-  if (!queued) {
-    finish(absl::ResourceExhaustedError(
-        absl::StrCat("overloaded: ", max_queued_, " ", what,
-                     "s wait already (--max_queued_requests); retry later")));
+  switch (outcome) {
+    case Outcome::kQueued:
+      return;
+    case Outcome::kQueueFull:
+      finish(absl::ResourceExhaustedError(
+          absl::StrCat("overloaded: ", max_queued_, " ", what,
+                       "s wait already (--max_queued_requests); retry later")));
+      return;
+    case Outcome::kWaitTooLong:
+      finish(absl::ResourceExhaustedError(absl::StrCat(
+          "overloaded: the oldest waiting ", what, " has waited over ",
+          std::chrono::duration_cast<std::chrono::microseconds>(max_wait_)
+                  .count() /
+              1000.0,
+          " ms (--max_queue_wait_ms); retry later")));
+      return;
+    case Outcome::kStopping:
+      finish(absl::UnavailableError(
+          absl::StrCat("shutting down: the ", what, " was not served")));
+      return;
   }
 }
 

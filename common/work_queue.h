@@ -41,6 +41,10 @@ class WorkQueue {
     int threads = 0;
     // Calls waiting for a thread; past it Submit refuses. Default: 256.
     size_t max_queued = 256;
+    // While the oldest waiting call has waited longer than this, Submit
+    // refuses too: a bound on queueing delay that follows the work's cost
+    // and lets short bursts in. Zero turns it off. Default: off.
+    std::chrono::steady_clock::duration max_wait{0};
   };
 
   explicit WorkQueue(const Options& options);
@@ -69,11 +73,15 @@ class WorkQueue {
  private:
   struct Item {
     Deadline deadline;
+    std::chrono::steady_clock::time_point queued;
     Work work;
   };
+  enum class Outcome { kQueued, kQueueFull, kWaitTooLong, kStopping };
+  Outcome TrySubmit(Deadline deadline, Work work);
   void Serve();
 
   const size_t max_queued_;
+  const std::chrono::steady_clock::duration max_wait_;
   mutable absl::Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

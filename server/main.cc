@@ -374,6 +374,9 @@ int Run() {
   if (absl::GetFlag(FLAGS_max_queued_requests) < 1) {
     return UsageError("--max_queued_requests must be >= 1");
   }
+  if (!(absl::GetFlag(FLAGS_max_queue_wait_ms) >= 0)) {
+    return UsageError("--max_queue_wait_ms must be >= 0");
+  }
   if (absl::GetFlag(FLAGS_max_subscribers) < 1) {
     return UsageError("--max_subscribers must be >= 1");
   }
@@ -479,6 +482,8 @@ int Run() {
   service_options.request_threads = absl::GetFlag(FLAGS_request_threads);
   service_options.max_queued_requests =
       static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_requests));
+  service_options.max_queue_wait =
+      absl::Milliseconds(absl::GetFlag(FLAGS_max_queue_wait_ms));
   service_options.subscriber_stall_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_subscriber_stall_timeout_s));
   ShardService service(service_options);

@@ -81,7 +81,8 @@ ShardService::ShardService(const ShardServiceOptions& options)
     : options_(options),
       start_time_(options.clock->Now()),
       queue_(std::make_unique<WorkQueue>(WorkQueue::Options{
-          options.request_threads, options.max_queued_requests})) {}
+          options.request_threads, options.max_queued_requests,
+          absl::ToChronoNanoseconds(options.max_queue_wait)})) {}
 
 ShardService::~ShardService() { queue_.reset(); }
 

@@ -49,6 +49,9 @@ struct ShardServiceOptions {
   // 0, 64.
   int request_threads = 0;
   size_t max_queued_requests = 64;
+  // Also refused while the oldest waiting one has waited longer than this
+  // (common/work_queue.h); zero: no such bound. Default: zero.
+  absl::Duration max_queue_wait = absl::ZeroDuration();
   // Change streams (Subscribe) open at once; more are refused with
   // RESOURCE_EXHAUSTED. Each may hold a snapshot of the tables it follows
   // while it is sent. Default: 16.

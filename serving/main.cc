@@ -137,6 +137,9 @@ absl::StatusOr<Config> ReadFlags() {
   if (absl::GetFlag(FLAGS_max_queued_requests) < 1) {
     return absl::InvalidArgumentError("--max_queued_requests must be >= 1");
   }
+  if (!(absl::GetFlag(FLAGS_max_queue_wait_ms) >= 0)) {
+    return absl::InvalidArgumentError("--max_queue_wait_ms must be >= 0");
+  }
   if (absl::GetFlag(FLAGS_max_keys_per_request) < 1) {
     return absl::InvalidArgumentError("--max_keys_per_request must be >= 1");
   }
@@ -260,6 +263,8 @@ int Run() {
   service_options.request_threads = absl::GetFlag(FLAGS_request_threads);
   service_options.max_queued_requests =
       static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_requests));
+  service_options.max_queue_wait =
+      absl::Milliseconds(absl::GetFlag(FLAGS_max_queue_wait_ms));
   service_options.auth_token = security->daemon.auth_token;
   service_options.auth_reads = absl::GetFlag(FLAGS_auth_reads);
   service_options.shards = [&followers, &offline_states] {

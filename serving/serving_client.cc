@@ -28,6 +28,12 @@ ServingClient::ServingClient(
     const ServingClientOptions& options,
     std::shared_ptr<grpc::ChannelCredentials> credentials)
     : options_(options) {
+  if (options.throttle_k > 0) {
+    AdaptiveThrottle::Options throttle;
+    throttle.k = options.throttle_k;
+    throttle.clock = options.clock;
+    throttle_ = std::make_unique<AdaptiveThrottle>(throttle);
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   // A restarted replica is found within our backoff, not gRPC's.
@@ -47,11 +53,23 @@ absl::Status ServingClient::WithRetries(
   absl::Duration backoff = options_.initial_backoff;
   while (true) {
     const size_t replica = next_.fetch_add(1) % stubs_.size();
-    grpc::ClientContext context;
-    context.set_deadline(std::chrono::system_clock::now() +
-                         absl::ToChronoMilliseconds(options_.rpc_timeout));
-    AddBearerToken(options_.auth_token, context);
-    const grpc::Status status = call(*stubs_[replica], context);
+    grpc::Status status;
+    if (throttle_ != nullptr && !throttle_->Allow()) {
+      status = grpc::Status(
+          grpc::StatusCode::RESOURCE_EXHAUSTED,
+          "throttled by the client: the serving replicas refuse calls for "
+          "overload (ServingClientOptions::throttle_k)");
+    } else {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() +
+                           absl::ToChronoMilliseconds(options_.rpc_timeout));
+      AddBearerToken(options_.auth_token, context);
+      status = call(*stubs_[replica], context);
+      if (throttle_ != nullptr) {
+        throttle_->Record(status.error_code() !=
+                          grpc::StatusCode::RESOURCE_EXHAUSTED);
+      }
+    }
     if (status.ok()) return absl::OkStatus();
     const absl::Status error(
         static_cast<absl::StatusCode>(status.error_code()),

@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "common/adaptive_throttle.h"
 #include "common/clock.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/strata.grpc.pb.h"
@@ -40,11 +41,18 @@ struct ServingClientOptions {
   // Bearer token sent as "authorization" metadata on every call (needed
   // when the server runs with --auth_reads). Default: empty (none sent).
   std::string auth_token;
+  // Client-side throttling (common/adaptive_throttle.h): once the replicas
+  // refuse calls for overload, up to about this many calls are sent per call
+  // they accept and the rest fail here at once with RESOURCE_EXHAUSTED, so
+  // that a flood of callers does not spend the servers' time on refusals.
+  // 0 turns it off. Default: 2.
+  double throttle_k = 2.0;
 };
 
 // A client of the serving PS (strata-serving). Spreads calls over the
-// replicas round-robin, sets a deadline on every call and retries
-// UNAVAILABLE (on the next replica) with backoff. Thread-safe.
+// replicas round-robin, sets a deadline on every call, retries UNAVAILABLE
+// and RESOURCE_EXHAUSTED (on the next replica) with backoff, and throttles
+// itself while the replicas refuse calls for overload. Thread-safe.
 //
 // Example:
 //   ServingClientOptions options;
@@ -75,8 +83,10 @@ class ServingClient {
   ServingClient(const ServingClientOptions& options,
                 std::shared_ptr<grpc::ChannelCredentials> credentials);
 
-  // Runs `call` on the next replica, again on UNAVAILABLE, with backoff,
-  // until it succeeds, fails otherwise or the retry deadline passes.
+  // Runs `call` on the next replica, again on UNAVAILABLE or
+  // RESOURCE_EXHAUSTED, with backoff, until it succeeds, fails otherwise or
+  // the retry deadline passes. An attempt the throttle refuses fails as a
+  // server's refusal would, without a call.
   absl::Status WithRetries(
       const std::function<grpc::Status(v1::ServingService::Stub&,
                                        grpc::ClientContext&)>& call);
@@ -84,6 +94,8 @@ class ServingClient {
   ServingClientOptions options_;
   std::vector<std::unique_ptr<v1::ServingService::Stub>> stubs_;
   std::atomic<size_t> next_{0};
+  // Null when options.throttle_k is 0.
+  std::unique_ptr<AdaptiveThrottle> throttle_;
 };
 
 }  // namespace strata

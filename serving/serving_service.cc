@@ -125,7 +125,8 @@ void AddShardMetrics(const std::vector<FollowState>& shards,
 ServingService::ServingService(const ServingServiceOptions& options)
     : options_(options),
       queue_(std::make_unique<WorkQueue>(WorkQueue::Options{
-          options.request_threads, options.max_queued_requests})) {}
+          options.request_threads, options.max_queued_requests,
+          absl::ToChronoNanoseconds(options.max_queue_wait)})) {}
 
 ServingService::~ServingService() { queue_.reset(); }
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/daemon.h"
 #include "common/metrics.h"
@@ -39,6 +40,9 @@ struct ServingServiceOptions {
   // waited is dropped unprocessed (DEADLINE_EXCEEDED). Defaults: 0, 64.
   int request_threads = 0;
   size_t max_queued_requests = 64;
+  // Also refused while the oldest waiting one has waited longer than this
+  // (common/work_queue.h); zero: no such bound. Default: zero.
+  absl::Duration max_queue_wait = absl::ZeroDuration();
   // The bearer token that protected calls must carry; empty: no check.
   // Lookup and Status are reads: they need it only with auth_reads.
   std::string auth_token;

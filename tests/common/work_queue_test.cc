@@ -2,7 +2,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <thread>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 
@@ -54,6 +56,50 @@ TEST(WorkQueueTest, WorkWhoseDeadlinePassedIsHandedOverAsExpired) {
   done.WaitForNotification();
   EXPECT_TRUE(was_expired);
   EXPECT_EQ(queue.expired(), 1u);
+}
+
+TEST(WorkQueueTest, RefusesWhileTheOldestWaitingCallHasWaitedTooLong) {
+  absl::Notification started, release;
+  WorkQueue::Options options{1, 100};
+  options.max_wait = std::chrono::milliseconds(20);
+  WorkQueue queue(options);
+  ASSERT_TRUE(queue.Submit(In(std::chrono::seconds(10)), [&](bool) {
+    started.Notify();
+    release.WaitForNotification();
+  }));
+  started.WaitForNotification();
+  const auto queued_at = std::chrono::steady_clock::now();
+  ASSERT_TRUE(queue.Submit(In(std::chrono::seconds(10)), [](bool) {}));
+  // A burst is let in while the oldest has waited less than the bound.
+  EXPECT_TRUE(queue.Submit(In(std::chrono::seconds(10)), [](bool) {}));
+  // The bound is a duration: this waits for it to pass, and no longer.
+  while (std::chrono::steady_clock::now() - queued_at <=
+         std::chrono::milliseconds(25)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  absl::Status refusal;
+  queue.SubmitCall(
+      In(std::chrono::seconds(10)), [] { return false; },
+      [] { return absl::OkStatus(); },
+      [&](const absl::Status& status) { refusal = status; }, "lookup");
+  EXPECT_EQ(refusal.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refusal.message().find("--max_queue_wait_ms"),
+            absl::string_view::npos)
+      << refusal;
+  EXPECT_EQ(queue.refused(), 1u);
+  release.Notify();
+  // Once the waiting calls are served, new ones are taken again.
+  absl::Notification served;
+  const auto give_up =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool taken = false;
+  while (!taken && std::chrono::steady_clock::now() < give_up) {
+    taken = queue.Submit(In(std::chrono::seconds(10)),
+                         [&](bool) { served.Notify(); });
+    if (!taken) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_TRUE(taken);
+  served.WaitForNotification();
 }
 
 }  // namespace

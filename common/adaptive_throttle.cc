@@ -1,0 +1,60 @@
+#include "common/adaptive_throttle.h"
+
+#include <algorithm>
+
+namespace strata {
+
+AdaptiveThrottle::AdaptiveThrottle(const Options& options)
+    : k_(std::max(1.0, options.k)),
+      bucket_width_(std::max(options.window / kBuckets, absl::Milliseconds(1))),
+      clock_(options.clock),
+      random_state_(options.seed | 1) {}
+
+AdaptiveThrottle::Bucket& AdaptiveThrottle::Current(absl::Time now) {
+  const int64_t number = absl::ToInt64Nanoseconds(now - absl::UnixEpoch()) /
+                         absl::ToInt64Nanoseconds(bucket_width_);
+  Bucket& bucket = buckets_[static_cast<size_t>(number) % kBuckets];
+  if (bucket.start != number) bucket = Bucket{number, 0, 0};
+  return bucket;
+}
+
+double AdaptiveThrottle::Probability(absl::Time now) {
+  const int64_t newest = Current(now).start;
+  double requests = 0;
+  double accepts = 0;
+  for (const Bucket& bucket : buckets_) {
+    // Buckets not written for a whole window hold nothing current.
+    if (newest - bucket.start >= static_cast<int64_t>(kBuckets)) continue;
+    requests += static_cast<double>(bucket.requests);
+    accepts += static_cast<double>(bucket.accepts);
+  }
+  return std::max(0.0, (requests - k_ * accepts) / (requests + 1));
+}
+
+bool AdaptiveThrottle::Allow() {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = clock_->Now();
+  const double probability = Probability(now);
+  ++Current(now).requests;
+  if (probability <= 0) return true;
+  // xorshift64: cheap, and reproducible from the seed in tests.
+  random_state_ ^= random_state_ << 13;
+  random_state_ ^= random_state_ >> 7;
+  random_state_ ^= random_state_ << 17;
+  const double uniform =
+      static_cast<double>(random_state_ >> 11) * (1.0 / 9007199254740992.0);
+  return uniform >= probability;
+}
+
+void AdaptiveThrottle::Record(bool accepted) {
+  if (!accepted) return;
+  absl::MutexLock lock(&mu_);
+  ++Current(clock_->Now()).accepts;
+}
+
+double AdaptiveThrottle::RefusalProbability() {
+  absl::MutexLock lock(&mu_);
+  return Probability(clock_->Now());
+}
+
+}  // namespace strata

@@ -1,0 +1,70 @@
+#ifndef STRATA_COMMON_ADAPTIVE_THROTTLE_H_
+#define STRATA_COMMON_ADAPTIVE_THROTTLE_H_
+
+#include <array>
+#include <cstdint>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "common/clock.h"
+
+namespace strata {
+
+// Client-side throttling of an overloaded server: a server's refusal
+// (RESOURCE_EXHAUSTED) is cheaper than serving the request but not free, so
+// a server refusing ten times its capacity spends its time refusing. The
+// client therefore refuses locally, with the probability
+//   max(0, (requests - k * accepts) / (requests + 1))
+// over a sliding window, and the server then sees about k times the load it
+// accepts (the adaptive throttling of Google's SRE book, "Handling
+// Overload"). While the server accepts everything nothing is refused
+// locally. Thread-safe.
+//
+// Example:
+//   if (!throttle.Allow()) return absl::ResourceExhaustedError(...);
+//   grpc::Status s = stub->Lookup(...);
+//   throttle.Record(s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED);
+class AdaptiveThrottle {
+ public:
+  struct Options {
+    // Requests sent per request accepted before local refusals start; >= 1.
+    // Lower protects the server more and adapts slower to freed capacity.
+    double k = 2.0;
+    // How far back requests and accepts count.
+    absl::Duration window = absl::Seconds(10);
+    Clock* clock = Clock::Real();
+    uint64_t seed = 1;
+  };
+
+  explicit AdaptiveThrottle(const Options& options);
+
+  // Whether to send the next request. Counts it as a request either way.
+  bool Allow();
+  // Records the server's answer to a request that Allow() let through:
+  // `accepted` unless the server refused it for overload.
+  void Record(bool accepted);
+  // The probability of the next local refusal.
+  double RefusalProbability();
+
+ private:
+  static constexpr size_t kBuckets = 10;
+  struct Bucket {
+    int64_t start = 0;  // Bucket number (time / bucket width).
+    uint64_t requests = 0;
+    uint64_t accepts = 0;
+  };
+
+  Bucket& Current(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  double Probability(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const double k_;
+  const absl::Duration bucket_width_;
+  Clock* const clock_;
+  absl::Mutex mu_;
+  std::array<Bucket, kBuckets> buckets_ ABSL_GUARDED_BY(mu_);
+  uint64_t random_state_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace strata
+
+#endif  // STRATA_COMMON_ADAPTIVE_THROTTLE_H_

@@ -1,0 +1,91 @@
+#include "common/adaptive_throttle.h"
+
+#include "gtest/gtest.h"
+#include "tests/testing/fake_clock.h"
+
+namespace strata {
+namespace {
+
+AdaptiveThrottle::Options OptionsWith(testing::FakeClock* clock, double k) {
+  AdaptiveThrottle::Options options;
+  options.k = k;
+  options.window = absl::Seconds(10);
+  options.clock = clock;
+  return options;
+}
+
+TEST(AdaptiveThrottleTest, NeverRefusesWhileTheServerAcceptsEverything) {
+  testing::FakeClock clock;
+  AdaptiveThrottle throttle(OptionsWith(&clock, 1.1));
+  for (int i = 0; i < 10000; ++i) {
+    ASSERT_TRUE(throttle.Allow()) << "request " << i;
+    throttle.Record(true);
+    clock.Advance(absl::Milliseconds(3));
+  }
+  EXPECT_EQ(throttle.RefusalProbability(), 0.0);
+}
+
+// Offers `offered` requests per second for `seconds` to a server that
+// accepts at most `capacity` per second; returns how many reached the
+// server in the last second.
+int SentInLastSecond(AdaptiveThrottle& throttle, testing::FakeClock& clock,
+                     int offered, int capacity, int seconds) {
+  int sent_last_second = 0;
+  for (int second = 0; second < seconds; ++second) {
+    int accepted = 0;
+    int sent = 0;
+    for (int i = 0; i < offered; ++i) {
+      clock.Advance(absl::Seconds(1) / offered);
+      if (!throttle.Allow()) continue;
+      ++sent;
+      const bool accept = accepted < capacity;
+      accepted += accept ? 1 : 0;
+      throttle.Record(accept);
+    }
+    sent_last_second = sent;
+  }
+  return sent_last_second;
+}
+
+TEST(AdaptiveThrottleTest, TenTimesOverloadReachesTheServerAsAboutKTimesIt) {
+  testing::FakeClock clock;
+  AdaptiveThrottle throttle(OptionsWith(&clock, 2.0));
+  const int sent = SentInLastSecond(throttle, clock, /*offered=*/1000,
+                                    /*capacity=*/100, /*seconds=*/30);
+  // k = 2: the server sees about twice what it accepts, not ten times.
+  EXPECT_GT(sent, 150);
+  EXPECT_LT(sent, 300);
+  EXPECT_NEAR(throttle.RefusalProbability(), 0.8, 0.05);
+}
+
+TEST(AdaptiveThrottleTest, ALowerKSendsLessOfTheExcess) {
+  testing::FakeClock clock;
+  AdaptiveThrottle throttle(OptionsWith(&clock, 1.1));
+  const int sent = SentInLastSecond(throttle, clock, 1000, 100, 30);
+  EXPECT_GT(sent, 90);
+  EXPECT_LT(sent, 140);
+}
+
+TEST(AdaptiveThrottleTest, RefusalsStopOnceTheOverloadLeavesTheWindow) {
+  testing::FakeClock clock;
+  AdaptiveThrottle throttle(OptionsWith(&clock, 2.0));
+  SentInLastSecond(throttle, clock, 1000, 100, 20);
+  ASSERT_GT(throttle.RefusalProbability(), 0.5);
+  clock.Advance(absl::Seconds(11));
+  EXPECT_EQ(throttle.RefusalProbability(), 0.0);
+  EXPECT_TRUE(throttle.Allow());
+}
+
+TEST(AdaptiveThrottleTest, KBelowOneIsTakenAsOne) {
+  testing::FakeClock clock;
+  AdaptiveThrottle throttle(OptionsWith(&clock, 0.1));
+  for (int i = 0; i < 100; ++i) {
+    ASSERT_TRUE(throttle.Allow());
+    throttle.Record(true);
+  }
+  // With k clamped to 1, an accepted request never leads to refusals.
+  EXPECT_EQ(throttle.RefusalProbability(), 0.0);
+}
+
+}  // namespace
+}  // namespace strata
