@@ -20,6 +20,7 @@ struct BenchOptions {
   std::string mode;
   std::vector<std::string> shards;
   std::string redis;  // host:port or unix:/path
+  std::string tcp;    // tcp-pull: a ceiling-server's plain TCP host:port
   std::string table;
   std::string optimizer;
   uint32_t dim = 64;
@@ -133,6 +134,12 @@ void PrintReport(const BenchOptions& options, const RunResult& result,
 absl::StatusOr<RunResult> RunStrata(const BenchOptions& options);
 absl::StatusOr<RunResult> RunRedis(const BenchOptions& options);
 absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options);
+// The transport ceiling (bench/ceiling.cc): serves until SIGTERM, writing
+// its ports to the files given (when not empty).
+absl::Status RunCeilingServer(const BenchOptions& options,
+                              const std::string& port_file,
+                              const std::string& tcp_port_file);
+absl::StatusOr<RunResult> RunTcpPull(const BenchOptions& options);
 // Latencies are the times from push acknowledgement to visibility at serving.
 absl::StatusOr<RunResult> RunFreshness(const BenchOptions& options);
 

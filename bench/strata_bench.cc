@@ -19,7 +19,16 @@
 ABSL_FLAG(std::string, mode, "",
           "load, pull or push against --shards; redis-load, redis-pull or "
           "redis-push against --redis; serving-lookup against --serving; "
-          "freshness against --shards and --serving (required).");
+          "freshness against --shards and --serving; ceiling-server serves "
+          "the transport ceiling (Pull from cached answers over gRPC, and "
+          "rows from a preallocated buffer over plain TCP); tcp-pull pulls "
+          "from its --tcp port (required).");
+ABSL_FLAG(std::string, tcp, "",
+          "tcp-pull: host:port of a ceiling-server's plain TCP port.");
+ABSL_FLAG(std::string, port_file, "",
+          "ceiling-server: file to write its gRPC port to.");
+ABSL_FLAG(std::string, tcp_port_file, "",
+          "ceiling-server: file to write its plain TCP port to.");
 ABSL_FLAG(std::string, shards, "",
           "Comma-separated host:port of every shard, in shard-index order.");
 ABSL_FLAG(std::string, redis, "127.0.0.1:6379",
@@ -92,14 +101,20 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   options.mode = absl::GetFlag(FLAGS_mode);
   if (options.mode != "load" && options.mode != "pull" &&
       options.mode != "push" && !IsRedisMode(options.mode) &&
-      options.mode != "serving-lookup" && options.mode != "freshness") {
+      options.mode != "serving-lookup" && options.mode != "freshness" &&
+      options.mode != "ceiling-server" && options.mode != "tcp-pull") {
     return absl::InvalidArgumentError(
         "--mode must be load, pull, push, redis-load, redis-pull, "
-        "redis-push, serving-lookup or freshness");
+        "redis-push, serving-lookup, freshness, ceiling-server or tcp-pull");
+  }
+  options.tcp = absl::GetFlag(FLAGS_tcp);
+  if (options.mode == "tcp-pull" && options.tcp.empty()) {
+    return absl::InvalidArgumentError("--tcp is required");
   }
   options.shards =
       absl::StrSplit(absl::GetFlag(FLAGS_shards), ',', absl::SkipWhitespace());
   if (!IsRedisMode(options.mode) && options.mode != "serving-lookup" &&
+      options.mode != "ceiling-server" && options.mode != "tcp-pull" &&
       options.shards.empty()) {
     return absl::InvalidArgumentError("--shards is required");
   }
@@ -217,6 +232,14 @@ int Run(int argc, char** argv) {
         "built without hiredis: the redis-* modes are unavailable (install "
         "libhiredis-dev and rebuild)");
 #endif
+  } else if (options->mode == "ceiling-server") {
+    const absl::Status served =
+        RunCeilingServer(*options, absl::GetFlag(FLAGS_port_file),
+                         absl::GetFlag(FLAGS_tcp_port_file));
+    if (served.ok()) return kExitOk;
+    result = served;
+  } else if (options->mode == "tcp-pull") {
+    result = RunTcpPull(*options);
   } else if (options->mode == "serving-lookup") {
     result = RunServingLookup(*options);
   } else if (options->mode == "freshness") {

@@ -36,3 +36,27 @@ def test_bench_matrix_runs_and_reports_cpu_per_million_keys(tmp_path):
         # The total holds the client's share and the server's (> 0: it
         # answered every request).
         assert float(match.group(1)) > float(match.group(2)) >= 0, row
+
+
+def test_ceiling_run_measures_strata_and_both_transport_ceilings():
+    build = m.bin_dir().parent
+    env = dict(os.environ, ROUNDS="1", DURATION_S="0.3", WARMUP_S="0.1",
+               NUM_KEYS="20000", DIM="16", SHAPES="1000x8 8192x1")
+    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_ceiling.sh"),
+                           str(build)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [line for line in done.stdout.splitlines()
+            if re.match(r"\| 1 \| \d+x\d+ \|", line)]
+    targets = {}
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        shape, target, keys_per_s, cpu = cells[1], cells[2], cells[3], cells[4]
+        assert float(keys_per_s) > 0, row
+        match = re.fullmatch(r"([0-9.]+) \(([0-9.]+) \+ ([0-9.]+)\)", cpu)
+        assert match, row
+        # The server answered every pull, so it spent CPU on them.
+        assert float(match.group(3)) > 0, row
+        targets.setdefault(shape, set()).add(target)
+    assert targets == {"1000x8": {"strata", "grpc", "tcp"},
+                       "8192x1": {"strata", "grpc", "tcp"}}, rows
