@@ -22,7 +22,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -35,6 +34,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/bench_run.h"
+#include "common/command_line.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/strata.grpc.pb.h"
 
@@ -171,16 +171,6 @@ absl::StatusOr<int> ListenTcp(int* port) {
   return fd;
 }
 
-absl::Status WritePortFile(const std::string& path, int port) {
-  if (path.empty()) return absl::OkStatus();
-  const std::string temporary = path + ".tmp";
-  std::ofstream(temporary) << port << "\n";
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("cannot write ", path));
-  }
-  return absl::OkStatus();
-}
-
 absl::StatusOr<int> ConnectTcp(const std::string& address) {
   std::vector<std::string> parts = absl::StrSplit(address, ':');
   int port = 0;
@@ -308,10 +298,11 @@ absl::Status RunCeilingServer(const BenchOptions& options,
       std::thread(ServeTcpConnection, connection, dim, size_t{batch}).detach();
     }
   }).detach();
-  if (absl::Status s = WritePortFile(tcp_port_file, tcp_port); !s.ok()) {
-    return s;
+  for (const auto& [path, port] : {std::make_pair(tcp_port_file, tcp_port),
+                                   std::make_pair(port_file, grpc_port)}) {
+    if (path.empty()) continue;
+    if (absl::Status s = WritePortFile(path, port); !s.ok()) return s;
   }
-  if (absl::Status s = WritePortFile(port_file, grpc_port); !s.ok()) return s;
   std::printf("ceiling-server: grpc=127.0.0.1:%d tcp=127.0.0.1:%d dim=%u\n",
               grpc_port, tcp_port, options.dim);
   std::fflush(stdout);

@@ -16,6 +16,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "common/flag_check.h"
 
 namespace strata {
@@ -109,6 +110,13 @@ std::vector<std::string> ParseCommandLine(const char* usage, int argc,
   };
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
+#ifdef NDEBUG
+  // Abseil checks every Mutex acquisition for lock-order cycles unless its
+  // own library was built with NDEBUG (Debian's is not): bookkeeping on
+  // every lock of the data path. Release programs skip it; the tests, which
+  // do not come through here, keep it.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+#endif
   if (absl::Status flags = CheckCommandLineFlags(argc, argv); !flags.ok()) {
     std::fprintf(stderr, "%s: %s (see --help)\n",
                  argc > 0 ? Basename(argv[0]) : "strata",

@@ -58,13 +58,7 @@ absl::StatusOr<size_t> RocksDbServingStore::Lookup(
   }
   std::vector<size_t> misses;
   std::vector<uint64_t> tickets;
-  for (size_t i = 0; i < keys.size(); ++i) {
-    uint64_t ticket = 0;
-    if (!cache_.Get({entry->id, keys[i]}, out.subspan(i * dim, dim), &ticket)) {
-      misses.push_back(i);
-      tickets.push_back(ticket);
-    }
-  }
+  cache_.GetMany(entry->id, keys, dim, out, misses, tickets);
   if (misses.empty()) return 0;
   std::vector<std::string> row_keys;
   for (size_t i : misses) row_keys.push_back(RowKey(entry->id, keys[i]));

@@ -27,6 +27,11 @@ bool RowCache::Get(const RowId& id, absl::Span<float> out, uint64_t* ticket) {
   if (per_stripe_ == 0) return false;
   Stripe& stripe = stripes_[StripeOf(id)];
   absl::MutexLock lock(&stripe.mu);
+  return GetLocked(stripe, id, out, ticket);
+}
+
+bool RowCache::GetLocked(Stripe& stripe, const RowId& id, absl::Span<float> out,
+                         uint64_t* ticket) {
   auto it = stripe.index.find(id);
   if (it == stripe.index.end() || it->second->values.size() != out.size()) {
     if (stripe.writers == 0) *ticket = stripe.generation;
@@ -35,6 +40,46 @@ bool RowCache::Get(const RowId& id, absl::Span<float> out, uint64_t* ticket) {
   stripe.lru.splice(stripe.lru.begin(), stripe.lru, it->second);
   std::copy(it->second->values.begin(), it->second->values.end(), out.begin());
   return true;
+}
+
+void RowCache::GetMany(TableId table, absl::Span<const FeatureId> keys,
+                       size_t dim, absl::Span<float> out,
+                       std::vector<size_t>& misses,
+                       std::vector<uint64_t>& tickets) {
+  if (per_stripe_ == 0) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      misses.push_back(i);
+      tickets.push_back(kNoTicket);
+    }
+    return;
+  }
+  // The keys' indices ordered by stripe (a counting sort), so that each
+  // stripe is locked once.
+  std::vector<uint8_t> stripe_of(keys.size());
+  std::array<size_t, kStripes + 1> start{};
+  for (size_t i = 0; i < keys.size(); ++i) {
+    stripe_of[i] = static_cast<uint8_t>(StripeOf({table, keys[i]}));
+    ++start[stripe_of[i] + 1];
+  }
+  for (size_t s = 0; s < kStripes; ++s) start[s + 1] += start[s];
+  std::vector<size_t> order(keys.size());
+  std::array<size_t, kStripes> next{};
+  std::copy(start.begin(), start.end() - 1, next.begin());
+  for (size_t i = 0; i < keys.size(); ++i) order[next[stripe_of[i]]++] = i;
+  for (size_t s = 0; s < kStripes; ++s) {
+    if (start[s] == start[s + 1]) continue;
+    Stripe& stripe = stripes_[s];
+    absl::MutexLock lock(&stripe.mu);
+    for (size_t k = start[s]; k < start[s + 1]; ++k) {
+      const size_t i = order[k];
+      uint64_t ticket = kNoTicket;
+      if (!GetLocked(stripe, {table, keys[i]}, out.subspan(i * dim, dim),
+                     &ticket)) {
+        misses.push_back(i);
+        tickets.push_back(ticket);
+      }
+    }
+  }
 }
 
 void RowCache::Offer(const RowId& id, uint64_t ticket,

@@ -98,7 +98,7 @@ TEST_F(ServingStoreTest, DeletedKeysAreForgottenFromDiskAndCache) {
   Open();
   CreateTable();
   ASSERT_THAT(Delta(0, 1, {1, 2, 3}, 1.5f), IsOk());
-  Lookup({1, 2, 3});  // Cached now.
+  Lookup({1, 2, 3});                              // Cached now.
   const std::vector<uint64_t> gone = {1, 3, 99};  // 99 never had a row.
   ShardUpdate update;
   update.deleted.push_back({"t", gone});
@@ -235,6 +235,45 @@ TEST_F(ServingStoreTest, ADimensionChangeDropsTheTablesRows) {
   std::vector<uint64_t> keys = {1};
   EXPECT_THAT(store_->Lookup("t", keys, absl::MakeSpan(out)), IsOkAndHolds(1));
   EXPECT_THAT(out, ElementsAre(0, 0, 0));
+}
+
+TEST_F(ServingStoreTest, ManyKeysComeBackInRequestOrderFromDiskAndCache) {
+  Open(/*cache_rows=*/4096);
+  CreateTable();
+  // Rows of keys 0..1999 hold their key; the lookup asks for every other
+  // key up to 3999 (half have no row), backwards, with repeats.
+  std::vector<float> values;
+  std::vector<uint64_t> stored;
+  for (uint64_t key = 0; key < 2000; ++key) {
+    stored.push_back(key);
+    values.push_back(static_cast<float>(key));
+    values.push_back(static_cast<float>(key));
+  }
+  ShardUpdate update;
+  update.rows.push_back({"t", stored, values});
+  update.position = ShardPosition{7, 1, 1000};
+  ASSERT_THAT(store_->Apply(update), IsOk());
+  std::vector<uint64_t> asked;
+  std::vector<float> expected;
+  for (uint64_t key = 4000; key-- > 0;) {
+    if (key % 2 != 0) continue;
+    for (int repeat = 0; repeat < (key % 10 == 0 ? 2 : 1); ++repeat) {
+      asked.push_back(key);
+      const float value = key < 2000 ? static_cast<float>(key) : 0.0f;
+      expected.push_back(value);
+      expected.push_back(value);
+    }
+  }
+  size_t expected_missing = 0;
+  for (uint64_t key : asked) expected_missing += key >= 2000 ? 1 : 0;
+  // The first lookup reads RocksDB and fills the cache; the second is
+  // answered from the cache.
+  for (int pass = 0; pass < 2; ++pass) {
+    size_t missing = 0;
+    EXPECT_THAT(Lookup(asked, &missing), ElementsAreArray(expected))
+        << "pass " << pass;
+    EXPECT_EQ(missing, expected_missing) << "pass " << pass;
+  }
 }
 
 TEST_F(ServingStoreTest, CachedRowsFollowUpdates) {
