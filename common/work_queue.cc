@@ -10,11 +10,13 @@ namespace strata {
 
 WorkQueue::WorkQueue(const Options& options)
     : max_queued_(std::max<size_t>(1, options.max_queued)),
-      max_wait_(options.max_wait) {
+      max_wait_(options.max_wait),
+      serve_inline_when_idle_(options.serve_inline_when_idle) {
   const int threads =
       options.threads > 0
           ? options.threads
           : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  num_threads_ = static_cast<size_t>(threads);
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Serve(); });
 }
 
@@ -50,10 +52,35 @@ WorkQueue::Outcome WorkQueue::TrySubmit(Deadline deadline, Work work) {
   return outcome;
 }
 
+bool WorkQueue::TryTakeInlineSlot() {
+  absl::MutexLock lock(&mu_);
+  if (stopping_ || !queue_.empty() || serving_ >= num_threads_) return false;
+  ++serving_;
+  return true;
+}
+
+void WorkQueue::ReleaseSlot() {
+  absl::MutexLock lock(&mu_);
+  --serving_;
+}
+
 void WorkQueue::SubmitCall(Deadline deadline, std::function<bool()> cancelled,
                            std::function<absl::Status()> serve,
                            std::function<void(const absl::Status&)> finish,
                            absl::string_view what) {
+  if (serve_inline_when_idle_ && TryTakeInlineSlot()) {
+    // Just arrived: its deadline can only have passed if it came in late.
+    if (deadline <= std::chrono::system_clock::now() || cancelled()) {
+      ReleaseSlot();
+      finish(absl::DeadlineExceededError(
+          absl::StrCat("the ", what, "'s deadline passed before it arrived")));
+      return;
+    }
+    absl::Status status = serve();
+    ReleaseSlot();
+    finish(status);
+    return;
+  }
   const Outcome outcome = TrySubmit(
       deadline, [cancelled = std::move(cancelled), serve = std::move(serve),
                  finish, what = std::string(what)](bool expired) {
@@ -94,13 +121,16 @@ void WorkQueue::Serve() {
     Item item;
     {
       absl::MutexLock lock(&mu_);
+      // A pool thread takes a call only while fewer than `threads` are
+      // being served (some may be served inline).
       auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return !queue_.empty() || stopping_;
+        return (!queue_.empty() && serving_ < num_threads_) || stopping_;
       };
       mu_.Await(absl::Condition(&ready));
       if (queue_.empty()) return;  // Stopping, and nothing left.
       item = std::move(queue_.front());
       queue_.pop_front();
+      ++serving_;
     }
     const bool expired = item.deadline <= std::chrono::system_clock::now();
     if (expired) {
@@ -108,6 +138,7 @@ void WorkQueue::Serve() {
       ++expired_;
     }
     item.work(expired);
+    ReleaseSlot();
   }
 }
 

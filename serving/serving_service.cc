@@ -126,7 +126,8 @@ ServingService::ServingService(const ServingServiceOptions& options)
     : options_(options),
       queue_(std::make_unique<WorkQueue>(WorkQueue::Options{
           options.request_threads, options.max_queued_requests,
-          absl::ToChronoNanoseconds(options.max_queue_wait)})) {}
+          absl::ToChronoNanoseconds(options.max_queue_wait),
+          options.serve_inline_when_idle})) {}
 
 ServingService::~ServingService() { queue_.reset(); }
 

@@ -43,6 +43,9 @@ struct ServingServiceOptions {
   // Also refused while the oldest waiting one has waited longer than this
   // (common/work_queue.h); zero: no such bound. Default: zero.
   absl::Duration max_queue_wait = absl::ZeroDuration();
+  // Serve a lookup on gRPC's thread when no lookup waits and a request
+  // thread's slot is free (common/work_queue.h). Default: false.
+  bool serve_inline_when_idle = false;
   // The bearer token that protected calls must carry; empty: no check.
   // Lookup and Status are reads: they need it only with auth_reads.
   std::string auth_token;

@@ -102,5 +102,52 @@ TEST(WorkQueueTest, RefusesWhileTheOldestWaitingCallHasWaitedTooLong) {
   served.WaitForNotification();
 }
 
+TEST(WorkQueueTest, AnIdleQueueServesInlineAndABusyOneQueues) {
+  WorkQueue::Options options{1, 16};
+  options.serve_inline_when_idle = true;
+  WorkQueue queue(options);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id served_on;
+  absl::Status finished = absl::UnknownError("not finished");
+  queue.SubmitCall(
+      In(std::chrono::seconds(10)), [] { return false; },
+      [&] {
+        served_on = std::this_thread::get_id();
+        return absl::OkStatus();
+      },
+      [&](const absl::Status& status) { finished = status; }, "lookup");
+  // Served and finished before SubmitCall returned, on the caller's thread.
+  EXPECT_TRUE(finished.ok()) << finished;
+  EXPECT_EQ(served_on, caller);
+
+  // While one call is served (its one slot taken), the next one waits for
+  // the pool thread instead of running beside it.
+  absl::Notification started, release, second_done;
+  std::thread first([&] {
+    queue.SubmitCall(
+        In(std::chrono::seconds(10)), [] { return false; },
+        [&] {
+          started.Notify();
+          release.WaitForNotification();
+          return absl::OkStatus();
+        },
+        [](const absl::Status&) {}, "lookup");
+  });
+  started.WaitForNotification();
+  std::thread::id second_on;
+  queue.SubmitCall(
+      In(std::chrono::seconds(10)), [] { return false; },
+      [&] {
+        second_on = std::this_thread::get_id();
+        return absl::OkStatus();
+      },
+      [&](const absl::Status&) { second_done.Notify(); }, "lookup");
+  EXPECT_FALSE(second_done.HasBeenNotified());
+  release.Notify();
+  first.join();
+  second_done.WaitForNotification();
+  EXPECT_NE(second_on, caller);
+}
+
 }  // namespace
 }  // namespace strata
