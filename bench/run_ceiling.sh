@@ -21,31 +21,9 @@ NUM_KEYS=${NUM_KEYS:-1000000}
 DIM=${DIM:-64}
 SHAPES=${SHAPES:-8192x1 8192x8 1000x1 1000x8}
 BIN="$BUILD_DIR/bin"
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-ceiling.XXXXXX")
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-# On 2 or more cores the servers share core 0 and the client has core 1.
-SERVER_CPU=()
-CLIENT_CPU=()
-if [[ $(nproc) -ge 2 ]] && command -v taskset >/dev/null; then
-  SERVER_CPU=(taskset -c 0)
-  CLIENT_CPU=(taskset -c 1)
-fi
-wait_file() {
-  for _ in $(seq 600); do
-    [[ -s "$1" ]] && return 0
-    sleep 0.1
-  done
-  echo "run_ceiling.sh: a server did not start" >&2
-  exit 1
-}
-field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_start ceiling
+pin_cpus
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 "${SERVER_CPU[@]}" "$BIN/strata-server" --port=0 \

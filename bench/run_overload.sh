@@ -31,41 +31,16 @@ QUEUE=${QUEUE:-4}
 THREADS=${THREADS:-1}
 THROTTLE_K=${THROTTLE_K:-2}
 BIN="$BUILD_DIR/bin"
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-overload.XXXXXX")
-PIDS=()
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-SERVER_CPU=()
-CLIENT_CPU=()
-if [[ $(nproc) -ge 2 ]] && command -v taskset >/dev/null; then
-  SERVER_CPU=(taskset -c 0)
-  CLIENT_CPU=(taskset -c 1)
-fi
-
-wait_port() {
-  for _ in $(seq 600); do
-    [[ -s "$1" ]] && return 0
-    sleep 0.1
-  done
-  echo "run_overload.sh: a daemon did not start" >&2
-  exit 1
-}
-cpu_seconds() {  # utime + stime of a pid, in seconds
-  awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
-}
-field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_start overload
+pin_cpus
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 "${SERVER_CPU[@]}" "$BIN/strata-server" --port=0 \
   --port_file="$WORK/shard.port" --data_dir="$WORK/shard" \
   --durability=group --log_level=warning &
 PIDS+=($!)
-wait_port "$WORK/shard.port"
+wait_file "$WORK/shard.port"
 SHARD="127.0.0.1:$(cat "$WORK/shard.port")"
 "$BIN/strata-bench" --mode=load --shards="$SHARD" --table=bench --dim="$DIM" \
   --num_keys="$NUM_KEYS" --batch=8192 --inflight=8 >/dev/null || exit 1
@@ -89,7 +64,7 @@ for round in $(seq "$ROUNDS"); do
     --log_level=warning &
   serving_pid=$!
   PIDS+=($serving_pid)
-  wait_port "$WORK/serving.port"
+  wait_file "$WORK/serving.port"
   SERVING="127.0.0.1:$(cat "$WORK/serving.port")"
   "$BIN/strata-lookup" --serving="$SERVING" --wait_caught_up_s=300 bench 0 \
     >/dev/null || exit 1

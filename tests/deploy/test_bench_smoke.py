@@ -60,3 +60,23 @@ def test_ceiling_run_measures_strata_and_both_transport_ceilings():
         targets.setdefault(shape, set()).add(target)
     assert targets == {"1000x8": {"strata", "grpc", "tcp"},
                        "8192x1": {"strata", "grpc", "tcp"}}, rows
+
+
+def test_overload_run_answers_at_ten_times_capacity_only_with_the_throttle():
+    build = m.bin_dir().parent
+    env = dict(os.environ, ROUNDS="1", DURATION_S="0.5", WARMUP_S="0.3",
+               NUM_KEYS="5000", DIM="8")
+    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_overload.sh"),
+                           str(build)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    answered = {}
+    for line in done.stdout.splitlines():
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        if len(cells) == 11 and cells[0] == "1":
+            answered[(cells[1], cells[2].split(",")[0])] = float(cells[4])
+    assert answered[("capacity", "closed loop")] > 0, done.stdout
+    for load in ("1x", "2x", "10x"):
+        assert ("%s" % load, "raw") in answered, done.stdout
+    # The throttled client keeps the server answering at 10x its capacity.
+    assert answered[("10x", "throttled")] > 0, done.stdout

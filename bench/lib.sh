@@ -1,0 +1,47 @@
+# Helpers shared by the bench/run_*.sh scripts; source it after `set -u`.
+#
+#   bench_start NAME  makes $WORK (a fresh temporary directory) and $PIDS
+#                     (add every process started), stopped and removed on
+#                     exit however the script exits
+#   pin_cpus          sets SERVER_CPU and CLIENT_CPU (commands to prefix):
+#                     on 2 or more cores servers on core 0, clients on 1
+#   wait_file FILE    waits up to 60 s for FILE to be non-empty (a port file)
+#   cpu_seconds PID   utime + stime of PID, in seconds
+#   field LINE KEY    the value of KEY=value in a strata-bench summary line
+
+bench_start() {
+  BENCH_NAME=$1
+  WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-$BENCH_NAME.XXXXXX")
+  PIDS=()
+  trap bench_cleanup EXIT
+}
+
+bench_cleanup() {
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+  rm -rf "$WORK"
+}
+
+pin_cpus() {
+  SERVER_CPU=()
+  CLIENT_CPU=()
+  if [[ $(nproc) -ge 2 ]] && command -v taskset >/dev/null; then
+    SERVER_CPU=(taskset -c 0)
+    CLIENT_CPU=(taskset -c 1)
+  fi
+}
+
+wait_file() {
+  for _ in $(seq 600); do
+    [[ -s "$1" ]] && return 0
+    sleep 0.1
+  done
+  echo "$BENCH_NAME: $1 did not appear: a server did not start" >&2
+  exit 1
+}
+
+cpu_seconds() {
+  awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
+}
+
+field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
