@@ -55,6 +55,18 @@ def parse_endpoints(endpoints):
     return result
 
 
+class _ThrottledLocally(grpc.RpcError):
+    """An attempt the client's throttle refused: answered like the server's
+    RESOURCE_EXHAUSTED, without a call."""
+
+    def code(self):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def details(self):
+        return ("throttled by the client: the servers refuse calls for "
+                "overload (throttle_k)")
+
+
 class RetryPolicy:
     """Every call has a deadline (`timeout` seconds, retries included).
     UNAVAILABLE and RESOURCE_EXHAUSTED (overloaded) answers are retried on
@@ -83,9 +95,13 @@ class EndpointPool:
     last answered, moving to the one a follower's redirect names. Thread-safe:
     gRPC channels are, and the counters are locked."""
 
-    def __init__(self, endpoints, policy, stub_class, follow_primary=False):
+    def __init__(self, endpoints, policy, stub_class, follow_primary=False,
+                 throttle=None):
         self.endpoints = parse_endpoints(endpoints)
         self.policy = policy
+        # An AdaptiveThrottle (_throttle.py), or None: attempts it refuses
+        # fail here as the server's RESOURCE_EXHAUSTED would, without a call.
+        self._throttle = throttle
         self._channels = [grpc.insecure_channel(e, options=_CHANNEL_OPTIONS)
                           for e in self.endpoints]
         self._stubs = [stub_class(c) for c in self._channels]
@@ -127,12 +143,20 @@ class EndpointPool:
             if remaining <= 0:
                 break
             try:
+                if self._throttle is not None and not self._throttle.allow():
+                    raise _ThrottledLocally()
                 response = getattr(self._stubs[index], method)(
                     request, timeout=remaining)
+                if self._throttle is not None:
+                    self._throttle.record(True)
                 self._note_primary(index)
                 return response
             except grpc.RpcError as e:
                 code = e.code()
+                if self._throttle is not None and not isinstance(
+                        e, _ThrottledLocally):
+                    self._throttle.record(
+                        code != grpc.StatusCode.RESOURCE_EXHAUSTED)
                 primary = (redirected_primary(e.details())
                            if code == grpc.StatusCode.FAILED_PRECONDITION
                            else None)

@@ -6,6 +6,7 @@ import numpy as np
 from ._keys import as_keys
 from ._proto import strata_pb2, strata_pb2_grpc
 from ._rpc import EndpointPool, RetryPolicy
+from ._throttle import AdaptiveThrottle
 from .errors import InternalError, InvalidArgumentError
 
 
@@ -13,9 +14,12 @@ class ServingClient:
     """Looks up embeddings on one or more serving PS replicas.
 
     `endpoints` is "host:port" or a list of them; calls go round-robin over
-    the list and a replica answering UNAVAILABLE is retried on the next one,
-    with backoff, until the call's deadline of `timeout` seconds (retries
-    included). Errors raise StrataError subclasses (errors.py). Thread-safe.
+    the list and a replica answering UNAVAILABLE or RESOURCE_EXHAUSTED is
+    retried on the next one, with backoff, until the call's deadline of
+    `timeout` seconds (retries included). While the replicas refuse calls
+    for overload, the client sends about `throttle_k` calls per accepted one
+    and fails the other attempts itself, without a call (0 turns that off).
+    Errors raise StrataError subclasses (errors.py). Thread-safe.
 
     Example:
         with strata.ServingClient(["10.0.0.5:50070", "10.0.0.6:50070"]) as c:
@@ -23,11 +27,13 @@ class ServingClient:
     """
 
     def __init__(self, endpoints, timeout=5.0, initial_backoff=0.05,
-                 max_backoff=1.0, backoff_multiplier=2.0):
+                 max_backoff=1.0, backoff_multiplier=2.0, throttle_k=2.0):
         policy = RetryPolicy(timeout, initial_backoff, max_backoff,
                              backoff_multiplier)
+        throttle = AdaptiveThrottle(throttle_k) if throttle_k else None
         self._pool = EndpointPool(endpoints, policy,
-                                  strata_pb2_grpc.ServingServiceStub)
+                                  strata_pb2_grpc.ServingServiceStub,
+                                  throttle=throttle)
 
     @property
     def endpoints(self):

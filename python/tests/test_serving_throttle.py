@@ -1,0 +1,117 @@
+"""The serving client's throttle: AdaptiveThrottle on a fake clock, and
+ServingClient against an in-process gRPC server (a fake servicer at the gRPC
+seam) that refuses every call for overload, as an overloaded strata-serving
+does."""
+
+from concurrent import futures
+
+import grpc
+import pytest
+
+import strata
+from strata._proto import strata_pb2_grpc
+from strata._throttle import AdaptiveThrottle
+
+
+class FakeClock:
+    def __init__(self):
+        self.now = 1000.0
+
+    def __call__(self):
+        return self.now
+
+
+def sent_in_last_second(throttle, clock, offered, capacity, seconds):
+    sent = 0
+    for _ in range(seconds):
+        accepted = sent = 0
+        for _ in range(offered):
+            clock.now += 1.0 / offered
+            if not throttle.allow():
+                continue
+            sent += 1
+            accept = accepted < capacity
+            accepted += int(accept)
+            throttle.record(accept)
+    return sent
+
+
+def test_nothing_is_refused_while_the_server_accepts_everything():
+    clock = FakeClock()
+    throttle = AdaptiveThrottle(k=1.1, clock=clock, seed=1)
+    for _ in range(5000):
+        assert throttle.allow()
+        throttle.record(True)
+        clock.now += 0.003
+    assert throttle.refusal_probability() == 0.0
+
+
+def test_ten_times_overload_reaches_the_server_as_about_k_times_it():
+    clock = FakeClock()
+    throttle = AdaptiveThrottle(k=2.0, clock=clock, seed=1)
+    sent = sent_in_last_second(throttle, clock, offered=1000, capacity=100,
+                               seconds=30)
+    assert 150 < sent < 300
+    assert throttle.refusal_probability() == pytest.approx(0.8, abs=0.05)
+
+
+def test_refusals_stop_once_the_overload_leaves_the_window():
+    clock = FakeClock()
+    throttle = AdaptiveThrottle(k=2.0, clock=clock, seed=1)
+    sent_in_last_second(throttle, clock, 1000, 100, 20)
+    assert throttle.refusal_probability() > 0.5
+    clock.now += 11
+    assert throttle.refusal_probability() == 0.0
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(ValueError, match="k must be >= 1"):
+        AdaptiveThrottle(k=0.5)
+    with pytest.raises(ValueError, match="window"):
+        AdaptiveThrottle(window=0)
+
+
+class RefusingServing(strata_pb2_grpc.ServingServiceServicer):
+    def __init__(self):
+        self.calls = 0
+
+    def Lookup(self, request, context):
+        self.calls += 1
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                      "overloaded: 4 lookups wait already")
+
+
+@pytest.fixture
+def refusing_server():
+    servicer = RefusingServing()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    strata_pb2_grpc.add_ServingServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield servicer, f"127.0.0.1:{port}"
+    server.stop(None)
+
+
+def calls_for_lookups(refusing_server, throttle_k, lookups=20):
+    servicer, address = refusing_server
+    with strata.ServingClient(address, timeout=0.05, initial_backoff=0.001,
+                              max_backoff=0.002,
+                              throttle_k=throttle_k) as client:
+        for _ in range(lookups):
+            # Refused until the deadline: retried, then reported.
+            with pytest.raises(strata.errors.UnavailableError,
+                               match="overload"):
+                client.lookup("t", [1, 2, 3])
+    return servicer.calls
+
+
+def test_without_the_throttle_every_retry_reaches_the_server(refusing_server):
+    assert calls_for_lookups(refusing_server, throttle_k=0) >= 100
+
+
+def test_the_throttle_keeps_most_retries_off_the_server(refusing_server):
+    servicer, _ = refusing_server
+    calls = calls_for_lookups(refusing_server, throttle_k=2.0)
+    # 20 lookups retried for 50 ms each make hundreds of attempts; nearly
+    # all of them are refused by the client once the server refuses.
+    assert 0 < calls < 60, calls
