@@ -70,26 +70,47 @@ void EmbeddingTable::Lookup(absl::Span<const FeatureId> keys, float* out,
     if (starts[s] == starts[s + 1]) continue;
     const Stripe& stripe = stripes_[s];
     absl::ReaderMutexLock lock(&stripe.mu);
-    // Prefetch a few keys ahead: the index probes are cache misses on large
-    // tables.
-    constexpr uint32_t kPrefetchDistance = 8;
-    for (uint32_t j = starts[s]; j < starts[s + 1]; ++j) {
-      if (j + kPrefetchDistance < starts[s + 1]) {
-        stripe.index.prefetch(keys[order[j + kPrefetchDistance]]);
+    // On a large table both the index probe and the row are cache misses,
+    // so the loop runs as a pipeline: key j + kIndexAhead's probe is
+    // prefetched, key j + kRowAhead is found and its row prefetched, and
+    // key j's row, found kRowAhead keys ago, is copied.
+    constexpr uint32_t kIndexAhead = 16;
+    constexpr uint32_t kRowAhead = 8;
+    const uint32_t begin = starts[s];
+    const uint32_t end = starts[s + 1];
+    const float* found[kRowAhead];  // Ring: the row of key j, or null.
+    auto find_and_prefetch =
+        [&](uint32_t j) ABSL_SHARED_LOCKS_REQUIRED(stripe.mu) -> const float* {
+      auto it = stripe.index.find(keys[order[j]]);
+      if (it == stripe.index.end()) return nullptr;
+      const float* row = stripe.rows.data() + size_t{it->second} * row_width_;
+      for (size_t line = 0; line < row_bytes; line += 64) {
+        __builtin_prefetch(reinterpret_cast<const char*>(row) + line);
+      }
+      return row;
+    };
+    for (uint32_t j = begin; j < std::min(end, begin + kIndexAhead); ++j) {
+      stripe.index.prefetch(keys[order[j]]);
+    }
+    for (uint32_t j = begin; j < std::min(end, begin + kRowAhead); ++j) {
+      found[(j - begin) % kRowAhead] = find_and_prefetch(j);
+    }
+    for (uint32_t j = begin; j < end; ++j) {
+      if (j + kIndexAhead < end) {
+        stripe.index.prefetch(keys[order[j + kIndexAhead]]);
+      }
+      const float* row = found[(j - begin) % kRowAhead];
+      if (j + kRowAhead < end) {
+        found[(j - begin) % kRowAhead] = find_and_prefetch(j + kRowAhead);
       }
       const uint32_t i = order[j];
       float* target = out + static_cast<size_t>(i) * dim;
-      auto it = stripe.index.find(keys[i]);
-      if (it == stripe.index.end()) {
-        if (misses != nullptr) {
-          misses->push_back(i);
-        } else {
-          initializer_.Fill(keys[i], dim, target);
-        }
+      if (row != nullptr) {
+        std::memcpy(target, row, row_bytes);
+      } else if (misses != nullptr) {
+        misses->push_back(i);
       } else {
-        std::memcpy(target,
-                    stripe.rows.data() + size_t{it->second} * row_width_,
-                    row_bytes);
+        initializer_.Fill(keys[i], dim, target);
       }
     }
   }
