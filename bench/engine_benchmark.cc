@@ -101,6 +101,23 @@ BENCHMARK(BM_ApplyGradients)
     ->Arg(static_cast<int>(OptimizerType::kAdam))
     ->Arg(static_cast<int>(OptimizerType::kFtrl));
 
+// Adagrad pushes as a shard sees them: each batch updates other rows.
+void BM_ApplyGradientsUncached(benchmark::State& state) {
+  EmbeddingTable& table = FilledTable(OptimizerType::kAdagrad);
+  std::vector<std::vector<FeatureId>> batches;
+  for (uint64_t b = 0; b < 256; ++b) {
+    batches.push_back(RandomKeys(8192, b + 1000));
+  }
+  std::vector<float> gradients(8192 * kDim, 1e-4f);
+  size_t next = 0;
+  for (auto _ : state) {
+    table.ApplyGradients(batches[next++ % batches.size()], gradients.data(),
+                         false, nullptr);
+  }
+  state.SetItemsProcessed(state.iterations() * 8192);
+}
+BENCHMARK(BM_ApplyGradientsUncached);
+
 void BM_FloatsToHalves(benchmark::State& state) {
   std::vector<float> in(8192 * kDim, 0.123f);
   std::vector<uint16_t> out(in.size());

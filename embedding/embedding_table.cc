@@ -190,7 +190,25 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
     if (starts[s] == starts[s + 1]) continue;
     Stripe& stripe = stripes_[s];
     absl::MutexLock lock(&stripe.mu);
-    for (uint32_t j = starts[s]; j < starts[s + 1]; ++j) {
+    // The index probes and the rows are cache misses on a large table:
+    // prefetched 16 and 8 keys ahead, as in Lookup. A row created meanwhile
+    // may move the rows; a stale prefetch costs nothing but the hint.
+    constexpr uint32_t kIndexAhead = 16;
+    constexpr uint32_t kRowAhead = 8;
+    const uint32_t end = starts[s + 1];
+    for (uint32_t j = starts[s]; j < std::min(end, starts[s] + kIndexAhead);
+         ++j) {
+      stripe.index.prefetch(keys[order[j]]);
+    }
+    for (uint32_t j = starts[s]; j < std::min(end, starts[s] + kRowAhead);
+         ++j) {
+      PrefetchRow(stripe, keys[order[j]]);
+    }
+    for (uint32_t j = starts[s]; j < end; ++j) {
+      if (j + kIndexAhead < end) {
+        stripe.index.prefetch(keys[order[j + kIndexAhead]]);
+      }
+      if (j + kRowAhead < end) PrefetchRow(stripe, keys[order[j + kRowAhead]]);
       const uint32_t i = order[j];
       float* row = FindOrAdmitRow(stripe, keys[i], loader);
       if (row == nullptr) continue;
@@ -207,6 +225,16 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
                   absl::MakeConstSpan(order).subspan(
                       starts[s], starts[s + 1] - starts[s]));
     }
+  }
+}
+
+void EmbeddingTable::PrefetchRow(const Stripe& stripe, FeatureId key) const {
+  auto it = stripe.index.find(key);
+  if (it == stripe.index.end()) return;
+  const char* row = reinterpret_cast<const char*>(
+      stripe.rows.data() + size_t{it->second} * row_width_);
+  for (size_t line = 0; line < row_width_ * sizeof(float); line += 64) {
+    __builtin_prefetch(row + line, /*rw=*/1);
   }
 }
 

@@ -248,6 +248,10 @@ class EmbeddingTable {
   // admits the key; nullptr otherwise.
   float* FindOrAdmitRow(Stripe& stripe, FeatureId key, const RowLoader& loader)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
+  // Hints the CPU to fetch the row of `key` (value and state), when it
+  // exists, into its caches; a hint only: it never faults.
+  void PrefetchRow(const Stripe& stripe, FeatureId key) const
+      ABSL_SHARED_LOCKS_REQUIRED(stripe.mu);
   // Orders the positions of `keys` by stripe; `starts` gets kNumStripes + 1
   // offsets into `order`.
   static void GroupByStripe(absl::Span<const FeatureId> keys,
