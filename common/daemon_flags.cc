@@ -23,7 +23,8 @@ ABSL_FLAG(std::string, auth_token_file, "",
           "leaves them open.");
 ABSL_FLAG(int, request_threads, 0,
           "Threads serving the data path (strata-server: Pull and Push; "
-          "strata-serving: Lookup); 0: one per core.");
+          "strata-serving: Lookup); 0: one per core this process may run "
+          "on (its CPU affinity).");
 ABSL_FLAG(int64_t, max_queued_requests, 64,
           "Data path requests waiting for a thread; past it one is refused "
           "at once with RESOURCE_EXHAUSTED (clients retry with backoff), and "

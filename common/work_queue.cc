@@ -1,5 +1,7 @@
 #include "common/work_queue.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <string>
 #include <utility>
@@ -8,14 +10,21 @@
 
 namespace strata {
 
+int UsableCores() {
+  // std::thread::hardware_concurrency() counts the machine's cores, not
+  // those a cpuset or taskset leaves this process.
+  cpu_set_t allowed;
+  if (sched_getaffinity(0, sizeof(allowed), &allowed) == 0) {
+    return std::max(1, CPU_COUNT(&allowed));
+  }
+  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 WorkQueue::WorkQueue(const Options& options)
     : max_queued_(std::max<size_t>(1, options.max_queued)),
       max_wait_(options.max_wait),
       serve_inline_when_idle_(options.serve_inline_when_idle) {
-  const int threads =
-      options.threads > 0
-          ? options.threads
-          : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  const int threads = options.threads > 0 ? options.threads : UsableCores();
   num_threads_ = static_cast<size_t>(threads);
   for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Serve(); });
 }

@@ -15,6 +15,10 @@
 
 namespace strata {
 
+// The cores this process may run on (its CPU affinity: a container's
+// cpuset, taskset), at least 1.
+int UsableCores();
+
 // Load shedding for a server's data path: calls wait in a bounded queue for
 // a fixed pool of threads. A call that finds the queue full is refused at
 // once (Submit returns false: the caller answers RESOURCE_EXHAUSTED, which
@@ -37,7 +41,7 @@ class WorkQueue {
   using Work = std::function<void(bool expired)>;
 
   struct Options {
-    // Threads doing the work. Default: the machine's cores.
+    // Threads doing the work. Default (0): UsableCores().
     int threads = 0;
     // Calls waiting for a thread; past it Submit refuses. Default: 256.
     size_t max_queued = 256;
@@ -76,6 +80,7 @@ class WorkQueue {
   uint64_t refused() const;
   uint64_t expired() const;
   size_t max_queued() const { return max_queued_; }
+  size_t threads() const { return num_threads_; }
 
  private:
   struct Item {

@@ -1,5 +1,7 @@
 #include "common/work_queue.h"
 
+#include <sched.h>
+
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -147,6 +149,26 @@ TEST(WorkQueueTest, AnIdleQueueServesInlineAndABusyOneQueues) {
   first.join();
   second_done.WaitForNotification();
   EXPECT_NE(second_on, caller);
+}
+
+TEST(WorkQueueTest, DefaultThreadsFollowTheCpuAffinity) {
+  // On a thread of its own, so that the test's other threads keep theirs;
+  // threads started from it inherit its affinity.
+  std::thread pinned([] {
+    cpu_set_t allowed;
+    ASSERT_EQ(sched_getaffinity(0, sizeof(allowed), &allowed), 0);
+    int first = 0;
+    while (!CPU_ISSET(first, &allowed)) ++first;
+    cpu_set_t one;
+    CPU_ZERO(&one);
+    CPU_SET(first, &one);
+    ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);
+    EXPECT_EQ(UsableCores(), 1);
+    WorkQueue queue(WorkQueue::Options{0, 4});
+    EXPECT_EQ(queue.threads(), 1u);
+  });
+  pinned.join();
+  EXPECT_GE(UsableCores(), 1);
 }
 
 }  // namespace
