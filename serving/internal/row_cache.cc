@@ -22,14 +22,6 @@ size_t RowCache::StripeOf(const RowId& id) {
   return Mix64(id.key ^ (uint64_t{id.table} << 32)) % kStripes;
 }
 
-bool RowCache::Get(const RowId& id, absl::Span<float> out, uint64_t* ticket) {
-  *ticket = kNoTicket;
-  if (per_stripe_ == 0) return false;
-  Stripe& stripe = stripes_[StripeOf(id)];
-  absl::MutexLock lock(&stripe.mu);
-  return GetLocked(stripe, id, out, ticket);
-}
-
 bool RowCache::GetLocked(Stripe& stripe, const RowId& id, absl::Span<float> out,
                          uint64_t* ticket) {
   auto it = stripe.index.find(id);

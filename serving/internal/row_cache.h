@@ -50,18 +50,15 @@ class RowCache {
   RowCache(const RowCache&) = delete;
   RowCache& operator=(const RowCache&) = delete;
 
-  // Copies the cached row into `out` (its size must be the row's) and
-  // returns true; otherwise returns false and sets *ticket for Offer.
-  bool Get(const RowId& id, absl::Span<float> out, uint64_t* ticket);
-  // Get for the rows of `keys` of `table`, each `dim` floats, in order, into
-  // `out`; appends the index of each row not cached to `misses` and its
-  // ticket to `tickets`, in no particular order. Takes each stripe's lock
-  // once, not once per row.
+  // Copies the cached rows of `keys` of `table`, each `dim` floats, in
+  // order, into `out`; appends the index of each row not cached to `misses`
+  // and its ticket for Offer to `tickets`, in no particular order. Takes
+  // each stripe's lock once, not once per row.
   void GetMany(TableId table, absl::Span<const FeatureId> keys, size_t dim,
                absl::Span<float> out, std::vector<size_t>& misses,
                std::vector<uint64_t>& tickets);
-  // Caches `values` read from RocksDB after Get gave `ticket`, unless a write
-  // touched the row's stripe since.
+  // Caches `values` read from RocksDB after GetMany gave `ticket`, unless a
+  // write touched the row's stripe since.
   void Offer(const RowId& id, uint64_t ticket, absl::Span<const float> values);
 
   // Brackets a RocksDB write of `writes`; EndWrite gets the same span.
@@ -93,7 +90,8 @@ class RowCache {
   };
 
   static size_t StripeOf(const RowId& id);
-  // Get with the stripe's lock held.
+  // Copies the cached row into `out` (its size must be the row's) and
+  // returns true; otherwise returns false and sets *ticket for Offer.
   bool GetLocked(Stripe& stripe, const RowId& id, absl::Span<float> out,
                  uint64_t* ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   void Put(Stripe& stripe, const RowId& id, absl::Span<const float> values)
