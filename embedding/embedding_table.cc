@@ -70,38 +70,29 @@ void EmbeddingTable::Lookup(absl::Span<const FeatureId> keys, float* out,
     if (starts[s] == starts[s + 1]) continue;
     const Stripe& stripe = stripes_[s];
     absl::ReaderMutexLock lock(&stripe.mu);
-    // On a large table both the index probe and the row are cache misses,
-    // so the loop runs as a pipeline: key j + kIndexAhead's probe is
-    // prefetched, key j + kRowAhead is found and its row prefetched, and
-    // key j's row, found kRowAhead keys ago, is copied.
-    constexpr uint32_t kIndexAhead = 16;
-    constexpr uint32_t kRowAhead = 8;
+    // A pipeline: key j + kIndexPrefetchAhead's probe is prefetched, key
+    // j + kRowPrefetchAhead is found and its row prefetched, and key j's
+    // row, found kRowPrefetchAhead keys ago, is copied.
+    constexpr uint32_t kRing = kRowPrefetchAhead;
     const uint32_t begin = starts[s];
     const uint32_t end = starts[s + 1];
-    const float* found[kRowAhead];  // Ring: the row of key j, or null.
-    auto find_and_prefetch =
-        [&](uint32_t j) ABSL_SHARED_LOCKS_REQUIRED(stripe.mu) -> const float* {
-      auto it = stripe.index.find(keys[order[j]]);
-      if (it == stripe.index.end()) return nullptr;
-      const float* row = stripe.rows.data() + size_t{it->second} * row_width_;
-      for (size_t line = 0; line < row_bytes; line += 64) {
-        __builtin_prefetch(reinterpret_cast<const char*>(row) + line);
-      }
-      return row;
-    };
-    for (uint32_t j = begin; j < std::min(end, begin + kIndexAhead); ++j) {
+    const float* found[kRing];  // The row of key j, or null, at j % kRing.
+    for (uint32_t j = begin; j < std::min(end, begin + kIndexPrefetchAhead);
+         ++j) {
       stripe.index.prefetch(keys[order[j]]);
     }
-    for (uint32_t j = begin; j < std::min(end, begin + kRowAhead); ++j) {
-      found[(j - begin) % kRowAhead] = find_and_prefetch(j);
+    for (uint32_t j = begin; j < std::min(end, begin + kRing); ++j) {
+      found[(j - begin) % kRing] =
+          FindAndPrefetchRow(stripe, keys[order[j]], /*for_update=*/false);
     }
     for (uint32_t j = begin; j < end; ++j) {
-      if (j + kIndexAhead < end) {
-        stripe.index.prefetch(keys[order[j + kIndexAhead]]);
+      if (j + kIndexPrefetchAhead < end) {
+        stripe.index.prefetch(keys[order[j + kIndexPrefetchAhead]]);
       }
-      const float* row = found[(j - begin) % kRowAhead];
-      if (j + kRowAhead < end) {
-        found[(j - begin) % kRowAhead] = find_and_prefetch(j + kRowAhead);
+      const float* row = found[(j - begin) % kRing];
+      if (j + kRing < end) {
+        found[(j - begin) % kRing] = FindAndPrefetchRow(
+            stripe, keys[order[j + kRing]], /*for_update=*/false);
       }
       const uint32_t i = order[j];
       float* target = out + static_cast<size_t>(i) * dim;
@@ -190,25 +181,27 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
     if (starts[s] == starts[s + 1]) continue;
     Stripe& stripe = stripes_[s];
     absl::MutexLock lock(&stripe.mu);
-    // The index probes and the rows are cache misses on a large table:
-    // prefetched 16 and 8 keys ahead, as in Lookup. A row created meanwhile
-    // may move the rows; a stale prefetch costs nothing but the hint.
-    constexpr uint32_t kIndexAhead = 16;
-    constexpr uint32_t kRowAhead = 8;
+    // Probes and rows prefetched ahead, as in Lookup; a row created
+    // meanwhile may move the rows, and a stale prefetch is only a wasted
+    // hint.
+    const uint32_t begin = starts[s];
     const uint32_t end = starts[s + 1];
-    for (uint32_t j = starts[s]; j < std::min(end, starts[s] + kIndexAhead);
+    for (uint32_t j = begin; j < std::min(end, begin + kIndexPrefetchAhead);
          ++j) {
       stripe.index.prefetch(keys[order[j]]);
     }
-    for (uint32_t j = starts[s]; j < std::min(end, starts[s] + kRowAhead);
+    for (uint32_t j = begin; j < std::min(end, begin + kRowPrefetchAhead);
          ++j) {
-      PrefetchRow(stripe, keys[order[j]]);
+      FindAndPrefetchRow(stripe, keys[order[j]], /*for_update=*/true);
     }
-    for (uint32_t j = starts[s]; j < end; ++j) {
-      if (j + kIndexAhead < end) {
-        stripe.index.prefetch(keys[order[j + kIndexAhead]]);
+    for (uint32_t j = begin; j < end; ++j) {
+      if (j + kIndexPrefetchAhead < end) {
+        stripe.index.prefetch(keys[order[j + kIndexPrefetchAhead]]);
       }
-      if (j + kRowAhead < end) PrefetchRow(stripe, keys[order[j + kRowAhead]]);
+      if (j + kRowPrefetchAhead < end) {
+        FindAndPrefetchRow(stripe, keys[order[j + kRowPrefetchAhead]],
+                           /*for_update=*/true);
+      }
       const uint32_t i = order[j];
       float* row = FindOrAdmitRow(stripe, keys[i], loader);
       if (row == nullptr) continue;
@@ -228,14 +221,26 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
   }
 }
 
-void EmbeddingTable::PrefetchRow(const Stripe& stripe, FeatureId key) const {
+const float* EmbeddingTable::FindAndPrefetchRow(const Stripe& stripe,
+                                                FeatureId key,
+                                                bool for_update) const {
   auto it = stripe.index.find(key);
-  if (it == stripe.index.end()) return;
-  const char* row = reinterpret_cast<const char*>(
-      stripe.rows.data() + size_t{it->second} * row_width_);
-  for (size_t line = 0; line < row_width_ * sizeof(float); line += 64) {
-    __builtin_prefetch(row + line, /*rw=*/1);
+  if (it == stripe.index.end()) return nullptr;
+  const float* row = stripe.rows.data() + size_t{it->second} * row_width_;
+  const char* bytes = reinterpret_cast<const char*>(row);
+  constexpr size_t kCacheLine = 64;
+  if (for_update) {
+    for (size_t line = 0; line < row_width_ * sizeof(float);
+         line += kCacheLine) {
+      __builtin_prefetch(bytes + line, /*rw=*/1);
+    }
+  } else {
+    for (size_t line = 0; line < config_.dim * sizeof(float);
+         line += kCacheLine) {
+      __builtin_prefetch(bytes + line, /*rw=*/0);
+    }
   }
+  return row;
 }
 
 void EmbeddingTable::UnpinLocked(Stripe& stripe,

@@ -248,9 +248,17 @@ class EmbeddingTable {
   // admits the key; nullptr otherwise.
   float* FindOrAdmitRow(Stripe& stripe, FeatureId key, const RowLoader& loader)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
-  // Hints the CPU to fetch the row of `key` (value and state), when it
-  // exists, into its caches; a hint only: it never faults.
-  void PrefetchRow(const Stripe& stripe, FeatureId key) const
+  // Lookups and pushes prefetch the index probe of the key this far ahead
+  // and the row of the key kRowPrefetchAhead ahead: on a large table both
+  // are cache misses.
+  static constexpr uint32_t kIndexPrefetchAhead = 16;
+  static constexpr uint32_t kRowPrefetchAhead = 8;
+  // Returns the row of `key` (null when it has none) and hints the CPU to
+  // fetch it into its caches: the value to be read, or value and state to
+  // be updated (`for_update`). A hint only: it never faults, even when a
+  // row created meanwhile has moved the rows.
+  const float* FindAndPrefetchRow(const Stripe& stripe, FeatureId key,
+                                  bool for_update) const
       ABSL_SHARED_LOCKS_REQUIRED(stripe.mu);
   // Orders the positions of `keys` by stripe; `starts` gets kNumStripes + 1
   // offsets into `order`.
