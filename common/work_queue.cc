@@ -23,10 +23,12 @@ int UsableCores() {
 WorkQueue::WorkQueue(const Options& options)
     : max_queued_(std::max<size_t>(1, options.max_queued)),
       max_wait_(options.max_wait),
-      serve_inline_when_idle_(options.serve_inline_when_idle) {
-  const int threads = options.threads > 0 ? options.threads : UsableCores();
-  num_threads_ = static_cast<size_t>(threads);
-  for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { Serve(); });
+      serve_inline_when_idle_(options.serve_inline_when_idle),
+      num_threads_(static_cast<size_t>(options.threads > 0 ? options.threads
+                                                           : UsableCores())) {
+  for (size_t i = 0; i < num_threads_; ++i) {
+    threads_.emplace_back([this] { Serve(); });
+  }
 }
 
 WorkQueue::~WorkQueue() {

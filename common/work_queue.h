@@ -99,7 +99,7 @@ class WorkQueue {
   const size_t max_queued_;
   const std::chrono::steady_clock::duration max_wait_;
   const bool serve_inline_when_idle_;
-  size_t num_threads_ = 0;
+  const size_t num_threads_;
   mutable absl::Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
