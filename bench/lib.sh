@@ -5,7 +5,9 @@
 #                     exit however the script exits
 #   pin_cpus          sets SERVER_CPU and CLIENT_CPU (commands to prefix):
 #                     on 2 or more cores servers on core 0, clients on 1
-#   wait_file FILE    waits up to 60 s for FILE to be non-empty (a port file)
+#   wait_file FILE [PID]
+#                     waits up to 60 s for FILE to be non-empty (a port
+#                     file), failing at once if process PID has exited
 #   cpu_seconds PID   utime + stime of PID, in seconds
 #   field LINE KEY    the value of KEY=value in a strata-bench summary line
 
@@ -32,11 +34,16 @@ pin_cpus() {
 }
 
 wait_file() {
+  local file=$1 pid=${2:-}
   for _ in $(seq 600); do
-    [[ -s "$1" ]] && return 0
+    [[ -s "$file" ]] && return 0
+    if [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+      echo "$BENCH_NAME: process $pid exited before writing $file" >&2
+      exit 1
+    fi
     sleep 0.1
   done
-  echo "$BENCH_NAME: $1 did not appear: a server did not start" >&2
+  echo "$BENCH_NAME: $file did not appear: a server did not start" >&2
   exit 1
 }
 

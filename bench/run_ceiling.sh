@@ -36,9 +36,9 @@ PIDS+=($shard_pid)
   --tcp_port_file="$WORK/tcp.port" >/dev/null &
 ceiling_pid=$!
 PIDS+=($ceiling_pid)
-wait_file "$WORK/shard.port"
-wait_file "$WORK/ceiling.port"
-wait_file "$WORK/tcp.port"
+wait_file "$WORK/shard.port" "$shard_pid"
+wait_file "$WORK/ceiling.port" "$ceiling_pid"
+wait_file "$WORK/tcp.port" "$ceiling_pid"
 SHARD="127.0.0.1:$(cat "$WORK/shard.port")"
 CEILING="127.0.0.1:$(cat "$WORK/ceiling.port")"
 TCP="127.0.0.1:$(cat "$WORK/tcp.port")"

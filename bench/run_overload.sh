@@ -40,7 +40,7 @@ echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
   --port_file="$WORK/shard.port" --data_dir="$WORK/shard" \
   --durability=group --log_level=warning &
 PIDS+=($!)
-wait_file "$WORK/shard.port"
+wait_file "$WORK/shard.port" "${PIDS[-1]}"
 SHARD="127.0.0.1:$(cat "$WORK/shard.port")"
 "$BIN/strata-bench" --mode=load --shards="$SHARD" --table=bench --dim="$DIM" \
   --num_keys="$NUM_KEYS" --batch=8192 --inflight=8 >/dev/null || exit 1
@@ -64,7 +64,7 @@ for round in $(seq "$ROUNDS"); do
     --log_level=warning &
   serving_pid=$!
   PIDS+=($serving_pid)
-  wait_file "$WORK/serving.port"
+  wait_file "$WORK/serving.port" "$serving_pid"
   SERVING="127.0.0.1:$(cat "$WORK/serving.port")"
   "$BIN/strata-lookup" --serving="$SERVING" --wait_caught_up_s=300 bench 0 \
     >/dev/null || exit 1

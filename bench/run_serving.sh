@@ -22,38 +22,20 @@ DIM=${DIM:-64}
 CACHE_ROWS=${CACHE_ROWS:-1000000}
 OUT_DIR=${OUT_DIR:-bench/out}
 BIN="$BUILD_DIR/bin"
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-serving-bench.XXXXXX")
-PIDS=()
-
-cleanup() {
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  for pid in "${PIDS[@]}"; do wait "$pid" 2>/dev/null; done
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-
-wait_port() {
-  local file=$1 pid=$2
-  for _ in $(seq 600); do
-    [[ -s "$file" ]] && return 0
-    kill -0 "$pid" 2>/dev/null || { echo "run_serving.sh: a daemon exited" >&2; exit 1; }
-    sleep 0.1
-  done
-  echo "run_serving.sh: a daemon did not start" >&2
-  exit 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_start serving-bench
 
 "$BIN/strata-server" --port=0 --port_file="$WORK/shard.port" \
   --data_dir="$WORK/shard" --durability=group --log_level=warning \
   2>"$WORK/shard.log" &
 PIDS+=($!)
-wait_port "$WORK/shard.port" "${PIDS[-1]}"
+wait_file "$WORK/shard.port" "${PIDS[-1]}"
 SHARD="127.0.0.1:$(cat "$WORK/shard.port")"
 "$BIN/strata-serving" --port=0 --port_file="$WORK/serving.port" \
   --shards="$SHARD" --data_dir="$WORK/serving" --cache_rows="$CACHE_ROWS" \
   --log_level=warning ${SERVING_FLAGS:-} 2>"$WORK/serving.log" &
 PIDS+=($!)
-wait_port "$WORK/serving.port" "${PIDS[-1]}"
+wait_file "$WORK/serving.port" "${PIDS[-1]}"
 SERVING="127.0.0.1:$(cat "$WORK/serving.port")"
 
 "$BIN/strata-bench" --mode=load --shards="$SHARD" --table=bench --dim="$DIM" \
