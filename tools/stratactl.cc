@@ -64,6 +64,11 @@ constexpr char kUsage[] =
     "                             \"step-<N>\"); --incremental: only rows\n"
     "                             changed since each shard's last one\n"
     "  restore ID                 (of an incremental one: its whole chain)\n"
+    "  reshard-checkpoint ID --from=DIR,.. --to=DIR,.. [--new_id=ID]\n"
+    "                             offline, no --shards: the checkpoint of\n"
+    "                             the shards whose data directories are\n"
+    "                             --from, split or merged onto new shards\n"
+    "                             in the --to directories (rows by bucket)\n"
     "  health                     exit 0 when every shard is SERVING\n"
     "  status [--serving=H:P] [--interval_s=S]   shards up, rows, memory,\n"
     "                             requests/s; the serving PS's lag\n"
@@ -97,6 +102,9 @@ constexpr Command kCommands[] = {
     {"restore", RestoreCommand, 1, 1, "restore ID"},
     {"health", HealthCommand, 0, 0, "health"},
     {"status", StatusCommand, 0, 0, "status [--serving=H:P]"},
+    {"reshard-checkpoint", ReshardCheckpointCommand, 1, 1,
+     "reshard-checkpoint ID --from=DIR,DIR.. --to=DIR,DIR.. [--new_id=ID]",
+     false},
     {"feature-key", FeatureKeyCommand, 2, kAny, "feature-key FIELD VALUE...",
      false},
 };

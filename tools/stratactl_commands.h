@@ -49,8 +49,10 @@ int PushCommand(const CommandContext& context);
 // Every shard's state and rates (and the serving PS's lag with --serving);
 // exit 1 when a shard or the serving PS is down.
 int StatusCommand(const CommandContext& context);
-// Needs no cluster: context.client is null.
+// These need no cluster: context.client is null.
 int FeatureKeyCommand(const CommandContext& context);
+// Offline: reads and writes shards' data directories.
+int ReshardCheckpointCommand(const CommandContext& context);
 
 }  // namespace tools_internal
 }  // namespace strata

@@ -8,10 +8,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/serving/serving_test_cluster.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
+#include "worker/ps_client.h"
 
 namespace strata {
 namespace {
@@ -106,6 +110,100 @@ TEST(OfflineServingTest, AnIncrementalCheckpointIsRefusedNamingWhy) {
                         "/checkpoints/delta")}),
       StatusIs(absl::StatusCode::kInternal,
                ::testing::HasSubstr("is incremental (it builds on 'full')")));
+}
+
+// A checkpoint of two shards (full, then incremental), resharded offline
+// with stratactl onto three new shards: they serve the live rows at the
+// checkpoint, restore it again on request, and strata-serving loads the new
+// checkpoint in offline mode.
+TEST(OfflineServingTest, ACheckpointOfTwoShardsRunsOnThreeNewShards) {
+  ServingTestCluster cluster(2);
+  ASSERT_THAT(cluster.StartTraining(), IsOk());
+  ASSERT_THAT(cluster.training().CreateTable(SgdTable("user", kDim)), IsOk());
+  std::mt19937_64 random(29);
+  std::set<uint64_t> touched_set;
+  auto push_some = [&](int batches, float gradient) {
+    for (int b = 0; b < batches; ++b) {
+      std::vector<uint64_t> keys(64);
+      for (uint64_t& key : keys) key = random() % 3000;
+      std::vector<float> gradients(keys.size() * kDim, gradient);
+      ASSERT_THAT(cluster.training().Push("user", keys, gradients), IsOk());
+      touched_set.insert(keys.begin(), keys.end());
+    }
+  };
+  push_some(10, 0.5f);
+  ASSERT_THAT(cluster.training().Checkpoint("full", 7), IsOk());
+  push_some(10, -1.5f);
+  ASSERT_THAT(cluster.training().Checkpoint("inc", 8, /*incremental=*/true),
+              IsOk());
+  const std::vector<uint64_t> touched(touched_set.begin(), touched_set.end());
+  absl::StatusOr<std::vector<float>> at_checkpoint =
+      cluster.Pull("user", touched, kDim);
+  ASSERT_THAT(at_checkpoint, IsOk());
+  for (int i = 0; i < 2; ++i) {
+    absl::StatusOr<testing::ProcessExit> exit = cluster.shard(i).Terminate();
+    ASSERT_THAT(exit, IsOk());
+    ASSERT_EQ(exit->exit_code, 0);
+  }
+
+  testing::TempDir new_dirs("reshard");
+  std::vector<std::string> targets;
+  for (int t = 0; t < 3; ++t) {
+    targets.push_back(absl::StrCat(new_dirs.path(), "/shard", t));
+  }
+  testing::ServerProcessOptions tool;
+  tool.binary = "stratactl";
+  tool.daemon_flags = false;
+  tool.flags = {"reshard-checkpoint", "inc",
+                absl::StrCat("--from=", cluster.shard(0).data_dir(), ",",
+                             cluster.shard(1).data_dir()),
+                absl::StrCat("--to=", absl::StrJoin(targets, ","))};
+  testing::ServerProcess reshard(tool);
+  ASSERT_THAT(reshard.Launch(), IsOk());
+  absl::StatusOr<testing::ProcessExit> resharded =
+      reshard.Wait(absl::Seconds(60));
+  ASSERT_THAT(resharded, IsOk());
+  ASSERT_EQ(resharded->exit_code, 0) << reshard.log();
+  EXPECT_THAT(reshard.log(), ::testing::HasSubstr("from 2 shards (rows "));
+
+  std::vector<std::unique_ptr<testing::ServerProcess>> shards;
+  PsClientOptions options;
+  for (int t = 0; t < 3; ++t) {
+    testing::ServerProcessOptions shard;
+    shard.data_dir = targets[t];
+    shard.flags = {"--num_shards=3", absl::StrCat("--shard_index=", t),
+                   "--durability=group"};
+    shards.push_back(std::make_unique<testing::ServerProcess>(shard));
+    ASSERT_THAT(shards.back()->Start(), IsOk());
+    options.shard_addresses.push_back(shards.back()->address());
+  }
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
+  ASSERT_THAT(client, IsOk());
+  std::vector<float> rows(touched.size() * kDim);
+  ASSERT_THAT((*client)->Pull("user", touched, absl::MakeSpan(rows)), IsOk());
+  EXPECT_THAT(rows, ElementsAreArray(*at_checkpoint));
+  // A worker's --restore restores the checkpoint id on every shard.
+  const std::vector<float> later(touched.size() * kDim, 3.0f);
+  ASSERT_THAT((*client)->Push("user", touched, later), IsOk());
+  absl::StatusOr<std::vector<v1::RestoreResponse>> restored =
+      (*client)->Restore("inc");
+  ASSERT_THAT(restored, IsOk());
+  ASSERT_EQ(restored->size(), 3u);
+  EXPECT_EQ((*restored)[0].global_step(), 8u);
+  ASSERT_THAT((*client)->Pull("user", touched, absl::MakeSpan(rows)), IsOk());
+  EXPECT_THAT(rows, ElementsAreArray(*at_checkpoint));
+
+  std::vector<std::string> checkpoint_dirs;
+  for (const std::string& dir : targets) {
+    checkpoint_dirs.push_back(dir + "/checkpoints/inc");
+  }
+  ASSERT_THAT(cluster.StartServing({absl::StrCat(
+                  "--checkpoint_dirs=", absl::StrJoin(checkpoint_dirs, ","))}),
+              IsOk());
+  absl::StatusOr<std::vector<float>> served =
+      cluster.Lookup("user", touched, kDim);
+  ASSERT_THAT(served, IsOk());
+  EXPECT_THAT(*served, ElementsAreArray(*at_checkpoint));
 }
 
 }  // namespace

@@ -1,0 +1,128 @@
+// stratactl reshard-checkpoint: a checkpoint of N shards made into one of M
+// shards, offline, from the shards' data directories.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "common/file_system.h"
+#include "embedding/checkpoint_reshard.h"
+#include "server/shard_placement.h"
+#include "tools/json_writer.h"
+#include "tools/stratactl_commands.h"
+
+ABSL_FLAG(std::string, from, "",
+          "reshard-checkpoint: data directories of the shards that took the "
+          "checkpoint, comma-separated, in shard-index order.");
+ABSL_FLAG(std::string, to, "",
+          "reshard-checkpoint: data directories of the new shards, "
+          "comma-separated, in shard-index order; each missing or empty.");
+ABSL_FLAG(std::string, new_id, "",
+          "reshard-checkpoint: id of the new checkpoint; empty: the same id.");
+
+namespace strata {
+namespace tools_internal {
+namespace {
+
+std::vector<std::string> SplitDirs(const std::string& text) {
+  return absl::StrSplit(text, ',', absl::SkipWhitespace());
+}
+
+// OK when each source directory records the placement its position in
+// --from says (or none, from before placements were recorded).
+absl::Status CheckSourcePlacements(const std::vector<std::string>& dirs) {
+  FileSystem& files = *FileSystem::Default();
+  for (size_t s = 0; s < dirs.size(); ++s) {
+    absl::StatusOr<ShardPlacement> recorded =
+        ReadShardPlacement(files, dirs[s]);
+    if (absl::IsNotFound(recorded.status())) continue;
+    if (!recorded.ok()) return recorded.status();
+    ShardPlacement given;
+    given.shard_index = static_cast<uint32_t>(s);
+    given.num_shards = static_cast<uint32_t>(dirs.size());
+    if (!(*recorded == given)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--from: ", dirs[s], " holds ", recorded->ToString(),
+                       " but is listed as ", given.ToString(),
+                       ": list every shard's directory, in shard-index order"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status WriteTargetPlacements(const std::vector<std::string>& dirs) {
+  for (size_t t = 0; t < dirs.size(); ++t) {
+    ShardPlacement placement;
+    placement.shard_index = static_cast<uint32_t>(t);
+    placement.num_shards = static_cast<uint32_t>(dirs.size());
+    absl::Status written =
+        WriteShardPlacement(*FileSystem::Default(), dirs[t], placement);
+    if (!written.ok()) return written;
+  }
+  return absl::OkStatus();
+}
+
+void PrintResult(const ReshardCheckpointResult& result, size_t num_sources,
+                 bool as_json) {
+  if (!as_json) {
+    PrintLine(absl::StrCat("resharded checkpoint '", result.checkpoint_id,
+                           "' global_step=", result.global_step, " from ",
+                           num_sources, " shards (rows ",
+                           absl::StrJoin(result.source_rows, ","), ") onto ",
+                           result.target_rows.size(), " (rows ",
+                           absl::StrJoin(result.target_rows, ","),
+                           ") tables=", absl::StrJoin(result.tables, ",")));
+    return;
+  }
+  JsonWriter json;
+  json.BeginObject();
+  json.Key("checkpoint_id").String(result.checkpoint_id);
+  json.Key("global_step").Uint(result.global_step);
+  json.Key("source_rows").BeginArray();
+  for (uint64_t rows : result.source_rows) json.Uint(rows);
+  json.EndArray();
+  json.Key("target_rows").BeginArray();
+  for (uint64_t rows : result.target_rows) json.Uint(rows);
+  json.EndArray();
+  json.Key("tables").BeginArray();
+  for (const std::string& table : result.tables) json.String(table);
+  json.EndArray().EndObject();
+  PrintLine(json.text());
+}
+
+}  // namespace
+
+int ReshardCheckpointCommand(const CommandContext& context) {
+  ReshardCheckpointOptions options;
+  options.checkpoint_id = context.args[0];
+  options.source_dirs = SplitDirs(absl::GetFlag(FLAGS_from));
+  options.target_dirs = SplitDirs(absl::GetFlag(FLAGS_to));
+  options.target_checkpoint_id = absl::GetFlag(FLAGS_new_id);
+  if (options.source_dirs.empty() || options.target_dirs.empty()) {
+    return UsageError(
+        "reshard-checkpoint needs --from (the old shards' data directories) "
+        "and --to (the new shards'), each in shard-index order");
+  }
+  if (absl::Status placed = CheckSourcePlacements(options.source_dirs);
+      !placed.ok()) {
+    return UsageError(placed.message());
+  }
+  absl::StatusOr<ReshardCheckpointResult> result = ReshardCheckpoint(options);
+  if (absl::IsInvalidArgument(result.status())) {
+    return UsageError(result.status().message());
+  }
+  if (!result.ok()) return ClusterError(result.status());
+  if (absl::Status placed = WriteTargetPlacements(options.target_dirs);
+      !placed.ok()) {
+    return ClusterError(placed);
+  }
+  PrintResult(*result, options.source_dirs.size(), context.json);
+  return kExitOk;
+}
+
+}  // namespace tools_internal
+}  // namespace strata
