@@ -80,3 +80,20 @@ def test_overload_run_answers_at_ten_times_capacity_only_with_the_throttle():
         assert ("%s" % load, "raw") in answered, done.stdout
     # The throttled client keeps the server answering at 10x its capacity.
     assert answered[("10x", "throttled")] > 0, done.stdout
+
+
+def test_reshard_run_splits_and_merges_every_row():
+    build = m.bin_dir().parent
+    env = dict(os.environ, ROUNDS="1", NUM_KEYS="30000", DIM="8")
+    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_reshard.sh"),
+                           str(build)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [line.split("|") for line in done.stdout.splitlines()
+            if line.startswith("| 1 |")]
+    # The script itself fails when a reshard moves another number of rows.
+    assert [row[2].strip() for row in rows] == ["copy", "split", "merge"], \
+        done.stdout
+    for row in rows:
+        assert float(row[3]) > 0, done.stdout
+        assert row[4].strip().endswith(" M"), done.stdout
