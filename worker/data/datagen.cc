@@ -238,6 +238,8 @@ std::string DatagenMetaJson(const DatagenOptions& options,
       ",\n  \"seed\": ", m.seed, ",\n  \"zipf_s\": ", JsonNumber(m.zipf_s),
       ",\n  \"target_ctr\": ", JsonNumber(m.target_ctr),
       ",\n  \"tail_rank\": ", JsonNumber(m.tail_rank),
+      ",\n  \"first_order_scale\": ", JsonNumber(m.first_order_scale),
+      ",\n  \"interaction_scale\": ", JsonNumber(m.interaction_scale),
       ",\n  \"vocab_sizes\": [");
   const std::vector<int64_t> sizes =
       m.vocab_sizes.empty() ? DefaultVocabSizes() : m.vocab_sizes;

@@ -37,6 +37,12 @@ ABSL_FLAG(double, tail_rank, 1000,
           "tail_rank / (tail_rank + r): smaller puts more of the signal in "
           "frequent values, which a model can learn from fewer rows.");
 
+ABSL_FLAG(double, first_order_scale, 1.0,
+          "Scale of the planted single-feature (first-order) effects.");
+ABSL_FLAG(double, interaction_scale, 1.0,
+          "Scale of the planted pairwise interactions; 0: first-order signal "
+          "only (what a logistic regression can learn).");
+
 namespace strata {
 namespace {
 
@@ -66,6 +72,8 @@ int Run() {
   options.model.zipf_s = absl::GetFlag(FLAGS_zipf_s);
   options.model.target_ctr = absl::GetFlag(FLAGS_ctr);
   options.model.tail_rank = absl::GetFlag(FLAGS_tail_rank);
+  options.model.first_order_scale = absl::GetFlag(FLAGS_first_order_scale);
+  options.model.interaction_scale = absl::GetFlag(FLAGS_interaction_scale);
   if (options.out.empty()) return UsageError("--out is required");
   absl::StatusOr<std::vector<int64_t>> sizes =
       ParseVocabSizes(absl::GetFlag(FLAGS_vocab_sizes));

@@ -89,6 +89,16 @@ absl::Status PlantedModel::ValidateOptions(const PlantedModelOptions& options) {
   if (!(options.tail_rank > 0)) {
     return absl::InvalidArgumentError("tail_rank must be positive");
   }
+  if (!(options.first_order_scale >= 0 && options.first_order_scale <= 100)) {
+    return absl::InvalidArgumentError(absl::StrCat("first_order_scale ",
+                                                   options.first_order_scale,
+                                                   " is outside [0, 100]"));
+  }
+  if (!(options.interaction_scale >= 0 && options.interaction_scale <= 100)) {
+    return absl::InvalidArgumentError(absl::StrCat("interaction_scale ",
+                                                   options.interaction_scale,
+                                                   " is outside [0, 100]"));
+  }
   return absl::OkStatus();
 }
 
@@ -172,10 +182,12 @@ double PlantedModel::Logit(const SyntheticRow& row) const {
   for (int f = 0; f < kCriteoNumCategorical; ++f) {
     const uint64_t base = ParamBase(f, row.ranks[f]);
     const double shrink = Shrink(row.ranks[f]);
-    logit += kScalarScale * shrink * UnitVarianceUniform(Mix64(base));
+    logit += options_.first_order_scale * kScalarScale * shrink *
+             UnitVarianceUniform(Mix64(base));
     for (int d = 0; d < kEmbeddingDim; ++d) {
-      const double e =
-          kEmbeddingScale * shrink * UnitVarianceUniform(Mix64(base + 1 + d));
+      // The square root: each pairwise product scales by interaction_scale.
+      const double e = std::sqrt(options_.interaction_scale) * kEmbeddingScale *
+                       shrink * UnitVarianceUniform(Mix64(base + 1 + d));
       sum[d] += e;
       sum_of_squares += e * e;
     }

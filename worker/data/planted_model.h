@@ -32,6 +32,12 @@ struct PlantedModelOptions {
   // tail_rank / (tail_rank + r): rare values, which a trained model sees too
   // seldom to learn, carry little of the signal. > 0.
   double tail_rank = 1000;
+  // Scales of the two kinds of categorical effect, each >= 0: the scalar
+  // a_f(v) (first-order: what a logistic regression on the same features
+  // can learn) and the pairwise dot products (interactions). 0 turns one
+  // off: interaction_scale = 0 gives data whose signal is first-order only.
+  double first_order_scale = 1.0;
+  double interaction_scale = 1.0;
 };
 
 // 26 sizes growing geometrically from 10 to 2,000,000.

@@ -176,6 +176,48 @@ TEST(DatagenTest, CategoricalValuesRoundTripThroughTheirHexText) {
   EXPECT_NE(model.HexOf(0, 1), model.HexOf(1, 1));
 }
 
+TEST(DatagenTest, ScalesTurnFirstOrderEffectsAndInteractionsOnAndOff) {
+  // Logits of rows that differ only in two categorical values, under each
+  // kind of effect alone: first-order effects add up (the change of two
+  // values is the sum of the changes of each); interactions do not.
+  auto logits = [](double first_order, double interaction) {
+    PlantedModelOptions options;
+    options.vocab_sizes.assign(kCriteoNumCategorical, 50);
+    options.first_order_scale = first_order;
+    options.interaction_scale = interaction;
+    absl::StatusOr<PlantedModel> model = PlantedModel::Create(options);
+    EXPECT_THAT(model.status(), IsOk());
+    SyntheticRow base;
+    for (int f = 0; f < kCriteoNumCategorical; ++f) base.ranks[f] = 1;
+    SyntheticRow first = base, second = base, both = base;
+    first.ranks[0] = second.ranks[1] = 2;
+    both.ranks[0] = both.ranks[1] = 2;
+    const double b = model->Logit(base);
+    return std::vector<double>{model->Logit(first) - b,
+                               model->Logit(second) - b,
+                               model->Logit(both) - b};
+  };
+  const std::vector<double> additive = logits(1.5, 0);
+  EXPECT_NEAR(additive[2], additive[0] + additive[1], 1e-9);
+  EXPECT_GT(std::abs(additive[0]), 1e-3);
+  const std::vector<double> pairwise = logits(0, 1);
+  EXPECT_GT(std::abs(pairwise[2] - pairwise[0] - pairwise[1]), 1e-4);
+  const std::vector<double> none = logits(0, 0);
+  EXPECT_EQ(none[0], 0.0);
+  EXPECT_EQ(none[2], 0.0);
+
+  DatagenOptions options = SmallOptions("/tmp/unused");
+  options.model.interaction_scale = -1;
+  EXPECT_THAT(ValidateDatagenOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("interaction_scale -1")));
+  options.model.interaction_scale = 0;
+  options.model.first_order_scale = 101;
+  EXPECT_THAT(ValidateDatagenOptions(options),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("first_order_scale 101")));
+}
+
 TEST(DatagenTest, BadOptionsAreRejected) {
   EXPECT_THAT(ParseVocabSizes("1,2,3"),
               StatusIs(absl::StatusCode::kInvalidArgument,
