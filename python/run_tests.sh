@@ -30,7 +30,7 @@ fi
 py="$venv/bin/python"
 "$py" -m pip install -q --disable-pip-version-check \
   "grpcio>=1.62,<2" "grpcio-tools>=1.62,<2" "protobuf>=4.25,<8" \
-  "numpy>=1.23,<3" "pytest>=7,<10"
+  "numpy>=1.23,<3" "pytest>=7,<10" "scikit-learn>=1.3,<2"
 
 build_tf_ops() {
   local cache="$build_dir/CMakeCache.txt" lock=()

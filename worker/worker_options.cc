@@ -59,6 +59,19 @@ ABSL_FLAG(double, sparse_initial_accumulator, 0.1,
           "value lets rare rows move sooner.");
 ABSL_FLAG(double, sparse_init_stddev, 0.01,
           "Rows start truncated-normal with this standard deviation.");
+ABSL_FLAG(bool, wide, false,
+          "Add a wide (first-order) term to the model, as Wide&Deep and "
+          "DeepFM do: one weight per feature value, in the dim-1 PS table "
+          "<--table>_wide (zeros at first, the sparse optimizer and the "
+          "table's admission, eviction and budget), summed into the logit.");
+ABSL_FLAG(double, wide_learning_rate, 0,
+          "Learning rate of the wide weights; 0: --sparse_learning_rate.");
+ABSL_FLAG(std::string, wide_optimizer, "",
+          "Optimizer of the wide weights: sgd, adagrad, adam or ftrl; empty: "
+          "--sparse_optimizer.");
+ABSL_FLAG(double, wide_l2, 0,
+          "L2 regularization of the wide weights (FTRL's l2; ignored by the "
+          "other optimizers).");
 ABSL_FLAG(int, staleness, 1,
           "0: synchronous pulls and pushes; k >= 1: the next k batches are "
           "pulled during a step and k pushes may be in flight.");
@@ -132,6 +145,8 @@ absl::StatusOr<v1::OptimizerType> ParseSparseOptimizer(
                    "\" (want sgd, adagrad, adam or ftrl)"));
 }
 
+absl::Status ReadWideFlags(WorkerFlags* flags);
+
 absl::Status ReadModelFlags(WorkerFlags* flags) {
   ModelConfig& model = flags->trainer.model;
   model.embedding_dim = absl::GetFlag(FLAGS_embedding_dim);
@@ -179,6 +194,43 @@ absl::Status ReadModelFlags(WorkerFlags* flags) {
   // the worker attaches to one made before it.
   SetTablePoliciesFromFlags(table);
   flags->trainer.table = absl::GetFlag(FLAGS_table);
+  return ReadWideFlags(flags);
+}
+
+absl::Status ReadWideFlags(WorkerFlags* flags) {
+  TrainerOptions& trainer = flags->trainer;
+  const double rate = absl::GetFlag(FLAGS_wide_learning_rate);
+  if (!(rate >= 0)) {
+    return absl::InvalidArgumentError(
+        "--wide_learning_rate must be >= 0 (0: --sparse_learning_rate)");
+  }
+  const double l2 = absl::GetFlag(FLAGS_wide_l2);
+  if (!(l2 >= 0)) return absl::InvalidArgumentError("--wide_l2 must be >= 0");
+  if (!absl::GetFlag(FLAGS_wide)) return absl::OkStatus();
+  trainer.wide_table = absl::StrCat(trainer.table, "_wide");
+  v1::TableConfig& wide = trainer.wide_table_config;
+  wide = trainer.table_config;  // optimizer, seed and policies
+  const std::string optimizer = absl::GetFlag(FLAGS_wide_optimizer);
+  if (!optimizer.empty()) {
+    auto type = ParseSparseOptimizer(optimizer);
+    if (!type.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--wide_optimizer: unknown \"", optimizer,
+                       "\" (want sgd, adagrad, adam or ftrl)"));
+    }
+    const float learning_rate = wide.optimizer().learning_rate();
+    wide.mutable_optimizer()->Clear();
+    wide.mutable_optimizer()->set_type(*type);
+    wide.mutable_optimizer()->set_learning_rate(learning_rate);
+  }
+  if (wide.optimizer().type() == v1::FTRL) {
+    wide.mutable_optimizer()->set_l2(static_cast<float>(l2));
+  }
+  if (rate > 0) {
+    wide.mutable_optimizer()->set_learning_rate(static_cast<float>(rate));
+  }
+  wide.mutable_initializer()->Clear();
+  wide.mutable_initializer()->set_type(v1::ZEROS);
   return absl::OkStatus();
 }
 

@@ -182,6 +182,10 @@ class CpuDenseModel final : public DenseModel {
     PoolEmbeddings(batch);
     Interact(n);
     ForwardMlp(layout_.top, n, interaction_.data(), true, &top_out_);
+    if (!batch.logit_offsets.empty()) {
+      float* logits = top_out_.back().data();
+      for (int i = 0; i < n; ++i) logits[i] += batch.logit_offsets[i];
+    }
   }
 
   // vectors_ holds the (F + 1) x dim vectors of every example feature-major

@@ -127,6 +127,7 @@ class CudaDenseModel final : public DenseModel {
     STRATA_RETURN_IF_ERROR(CheckBatch(batch, probabilities));
     STRATA_RETURN_IF_ERROR(Upload(batch));
     STRATA_RETURN_IF_ERROR(Forward(batch.batch_size));
+    STRATA_RETURN_IF_ERROR(AddLogitOffsets(batch));
     STRATA_CUDA_RETURN_IF_ERROR(model_internal::LaunchSigmoid(
         logits(), batch.batch_size, probabilities_.data(), stream_));
     STRATA_RETURN_IF_ERROR(
@@ -154,6 +155,7 @@ class CudaDenseModel final : public DenseModel {
     const int n = batch.batch_size;
     STRATA_RETURN_IF_ERROR(Upload(batch));
     STRATA_RETURN_IF_ERROR(Forward(n));
+    STRATA_RETURN_IF_ERROR(AddLogitOffsets(batch));
     // The logit gradients seed the backward pass in grad_[0].
     STRATA_CUDA_RETURN_IF_ERROR(model_internal::LaunchLogisticLoss(
         logits(), labels_.data(), n, probabilities_.data(), losses_.data(),
@@ -284,6 +286,18 @@ class CudaDenseModel final : public DenseModel {
     return ForwardMlp(layout_.top, n, interaction(), &top_out_);
   }
 
+  // logits += batch.logit_offsets (the wide term), when there are any.
+  absl::Status AddLogitOffsets(const ModelBatch& batch) {
+    if (batch.logit_offsets.empty()) return absl::OkStatus();
+    STRATA_RETURN_IF_ERROR(
+        CopyToDevice(batch.logit_offsets, &logit_offsets_, stream_));
+    const float one = 1.0f;
+    STRATA_CUBLAS_RETURN_IF_ERROR(cublasSaxpy(cublas_, batch.batch_size, &one,
+                                              logit_offsets_.data(), 1,
+                                              top_out_.back().data(), 1));
+    return absl::OkStatus();
+  }
+
   PoolingShape Shape(int n) const {
     PoolingShape shape;
     shape.batch = n;
@@ -366,7 +380,7 @@ class CudaDenseModel final : public DenseModel {
   DeviceBuffer<int> pair_first_, pair_second_;  // kDot's pairs (a < b)
   DeviceBuffer<float> ones_;                    // batch ones (bias grads)
   // The batch.
-  DeviceBuffer<float> dense_, labels_, embeddings_;
+  DeviceBuffer<float> dense_, labels_, embeddings_, logit_offsets_;
   DeviceBuffer<uint32_t> offsets_, rows_;
   // Forward state of the last batch.
   std::vector<DeviceBuffer<float>> bottom_out_;

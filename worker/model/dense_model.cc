@@ -33,6 +33,9 @@ absl::Status ValidateModelBatch(const ModelConfig& config,
           "label of example ", i, " is ", batch.labels[i], ", want 0 or 1"));
     }
   }
+  if (!batch.logit_offsets.empty() && batch.logit_offsets.size() != examples) {
+    return SizeError("logit_offsets", batch.logit_offsets.size(), examples);
+  }
   const size_t slots = examples * config.num_fields;
   if (batch.offsets.size() != slots + 1) {
     return SizeError("offsets", batch.offsets.size(), slots + 1);

@@ -24,6 +24,10 @@ struct ModelBatch {
   absl::Span<const uint32_t> rows;     // offsets.back() indices < num_rows
   absl::Span<const float> embeddings;  // num_rows x embedding_dim
   int num_rows = 0;
+  // Added to each example's logit before the sigmoid (batch_size values),
+  // or empty: the wide (first-order) term the trainer computes from its own
+  // table. The logit's gradient p - y is then also the offset's.
+  absl::Span<const float> logit_offsets;
 };
 
 // INVALID_ARGUMENT naming what does not fit `config` (sizes, an offset out

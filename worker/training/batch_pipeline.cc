@@ -17,6 +17,7 @@ ModelBatch PreparedBatch::View() const {
   view.rows = rows;
   view.embeddings = embeddings;
   view.num_rows = static_cast<int>(unique_keys.size());
+  view.logit_offsets = wide_logits;
   return view;
 }
 
@@ -36,6 +37,50 @@ void IndexKeys(PreparedBatch* batch) {
   // batch's own.
   batch->offsets = batch->examples.field_offsets;
   if (batch->offsets.empty()) batch->offsets.push_back(0);
+}
+
+namespace {
+
+// Calls visit(example, row) for every key occurrence of `batch`.
+template <typename Visit>
+void ForEachKeyOfExample(const PreparedBatch& batch, Visit visit) {
+  const size_t examples = batch.examples.size();
+  if (examples == 0) return;
+  const size_t fields = (batch.offsets.size() - 1) / examples;
+  for (size_t i = 0; i < examples; ++i) {
+    for (uint32_t k = batch.offsets[i * fields];
+         k < batch.offsets[(i + 1) * fields]; ++k) {
+      visit(i, batch.rows[k]);
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status PullWideTerm(PsClient& ps, const std::string& wide_table,
+                          PreparedBatch* batch) {
+  batch->wide_weights.resize(batch->unique_keys.size());
+  if (absl::Status s = ps.Pull(wide_table, batch->unique_keys,
+                               absl::MakeSpan(batch->wide_weights));
+      !s.ok()) {
+    return s;
+  }
+  batch->wide_logits.assign(batch->examples.size(), 0.0f);
+  ForEachKeyOfExample(*batch, [batch](size_t example, uint32_t row) {
+    batch->wide_logits[example] += batch->wide_weights[row];
+  });
+  return absl::OkStatus();
+}
+
+std::vector<float> WideGradients(const PreparedBatch& batch,
+                                 absl::Span<const float> probabilities,
+                                 float scale) {
+  std::vector<float> gradients(batch.unique_keys.size(), 0.0f);
+  ForEachKeyOfExample(batch, [&](size_t example, uint32_t row) {
+    gradients[row] +=
+        scale * (probabilities[example] - batch.examples.labels[example]);
+  });
+  return gradients;
 }
 
 absl::StatusOr<std::unique_ptr<BatchPipeline>> BatchPipeline::Start(
@@ -96,6 +141,13 @@ absl::StatusOr<std::unique_ptr<PreparedBatch>> BatchPipeline::Produce() {
                                          absl::MakeSpan(batch->embeddings));
       !s.ok()) {
     return s;
+  }
+  if (!options_.wide_table.empty()) {
+    if (absl::Status s =
+            PullWideTerm(*options_.ps, options_.wide_table, batch.get());
+        !s.ok()) {
+      return s;
+    }
   }
   return batch;
 }

@@ -28,7 +28,11 @@ struct PreparedBatch {
   std::vector<uint32_t> offsets;  // examples.size() * num_fields + 1
   std::vector<uint32_t> rows;     // into unique_keys
   std::vector<float> embeddings;  // unique_keys.size() x embedding_dim
-  int epoch = 0;                  // of the pipeline's epochs, from 0
+  // With a wide term: each unique key's weight, and their sum per example
+  // (the logit offsets). Empty without one.
+  std::vector<float> wide_weights;
+  std::vector<float> wide_logits;
+  int epoch = 0;  // of the pipeline's epochs, from 0
 
   // A view for DenseModel; valid while this batch lives.
   ModelBatch View() const;
@@ -38,6 +42,20 @@ struct PreparedBatch {
 // (one or more per field: multi-hot fields are pooled by the model), keys in
 // order of first appearance.
 void IndexKeys(PreparedBatch* batch);
+
+// The wide (first-order) term: pulls the weight of every unique key of
+// `batch` from the dim-1 table `wide_table` and sums each example's into
+// wide_logits (every key of every field counts once per occurrence).
+// REQUIRES: IndexKeys(batch) was called.
+absl::Status PullWideTerm(PsClient& ps, const std::string& wide_table,
+                          PreparedBatch* batch);
+
+// The wide weights' gradients of the summed loss, times `scale`: each key
+// gets p_i - y_i (the logit's gradient) for every occurrence in example i.
+// One value per unique key.
+std::vector<float> WideGradients(const PreparedBatch& batch,
+                                 absl::Span<const float> probabilities,
+                                 float scale);
 
 struct BatchPipelineOptions {
   CriteoReaderOptions reader;
@@ -50,6 +68,7 @@ struct BatchPipelineOptions {
   int depth = 1;
   std::string table;
   int embedding_dim = 16;
+  std::string wide_table;  // empty: no wide term
   PsClient* ps = nullptr;  // not owned
 };
 

@@ -81,6 +81,12 @@ absl::Status Trainer::Setup() {
     config.set_name(options_.table);
     config.set_dim(options_.model.embedding_dim);
     if (absl::Status s = ps_->CreateTable(config); !s.ok()) return s;
+    if (!options_.wide_table.empty()) {
+      v1::TableConfig wide = options_.wide_table_config;
+      wide.set_name(options_.wide_table);
+      wide.set_dim(1);
+      if (absl::Status s = ps_->CreateTable(wide); !s.ok()) return s;
+    }
     if (options_.restore) {
       if (absl::Status s = RestoreFromCheckpoint(); !s.ok()) return s;
     }
@@ -160,6 +166,7 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   pipeline_options.depth = options_.staleness;
   pipeline_options.table = options_.table;
   pipeline_options.embedding_dim = options_.model.embedding_dim;
+  pipeline_options.wide_table = options_.wide_table;
   pipeline_options.ps = ps_;
   if (pipeline_options.epochs < 1) {
     return absl::FailedPreconditionError(
@@ -171,6 +178,10 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   pusher_ = std::make_unique<AsyncPusher>(ps_, options_.table,
                                           std::max(1, options_.staleness));
   AsyncPusher& pusher = *pusher_;
+  if (!options_.wide_table.empty()) {
+    wide_pusher_ = std::make_unique<AsyncPusher>(
+        ps_, options_.wide_table, std::max(1, options_.staleness));
+  }
   current_epoch_ = epoch_;
 
   const size_t n = parameters_.size();
@@ -221,6 +232,14 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
     if (absl::Status s = model_->SetParameters(parameters_); !s.ok()) return s;
     if (b != nullptr) {
       for (float& g : row_gradients) g *= scale;
+      if (wide_pusher_ != nullptr) {
+        if (absl::Status s = wide_pusher_->Push(
+                b->unique_keys, WideGradients(*b, probabilities, scale),
+                static_cast<uint64_t>(step_) + 1);
+            !s.ok()) {
+          return s;
+        }
+      }
       if (absl::Status s =
               pusher.Push(std::move(b->unique_keys), std::move(row_gradients),
                           static_cast<uint64_t>(step_) + 1);
@@ -232,7 +251,7 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
     }
     if (options_.staleness == 0) {
       // Synchronous: every rank's pushes land before anyone pulls again.
-      if (absl::Status s = pusher.Drain(); !s.ok()) return s;
+      if (absl::Status s = DrainPushes(); !s.ok()) return s;
       if (absl::Status s = collective_->Barrier(); !s.ok()) return s;
     }
     ++step_;
@@ -267,7 +286,7 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
       ReportProgress(eval);
     }
   }
-  if (absl::Status s = pusher.Drain(); !s.ok()) return s;
+  if (absl::Status s = DrainPushes(); !s.ok()) return s;
   if (absl::Status s = collective_->Barrier(); !s.ok()) return s;
 
   TrainingResult result;
@@ -380,11 +399,17 @@ absl::Status Trainer::TakePsCheckpoint(std::string& id) {
   return taken.status();
 }
 
+absl::Status Trainer::DrainPushes() {
+  for (AsyncPusher* pusher : {pusher_.get(), wide_pusher_.get()}) {
+    if (pusher == nullptr) continue;
+    if (absl::Status s = pusher->Drain(); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Trainer::Checkpoint() {
   // Every rank's pushes of every step so far are in before the PS snapshot.
-  if (pusher_ != nullptr) {
-    if (absl::Status s = pusher_->Drain(); !s.ok()) return s;
-  }
+  if (absl::Status s = DrainPushes(); !s.ok()) return s;
   if (absl::Status s = collective_->Barrier(); !s.ok()) return s;
   absl::Status status;
   if (collective_->rank() == 0) {

@@ -64,6 +64,13 @@ struct TrainerOptions {
   // filled in from `table` and the model.
   std::string table = "dlrm_embeddings";
   v1::TableConfig table_config;
+  // The wide (first-order) term beside the DLRM, as in Wide&Deep and
+  // DeepFM: one weight per key in this dim-1 table, summed into the
+  // example's logit, so that signal carried by single features is learned
+  // as a logistic regression learns it. Empty: none. Created by rank 0 when
+  // missing, from wide_table_config (name and dim filled in).
+  std::string wide_table;
+  v1::TableConfig wide_table_config;
   // Training files and batch size; rank and world_size are set from the
   // collective.
   CriteoReaderOptions train;
@@ -139,6 +146,8 @@ class Trainer {
   // full_checkpoint_every says; may change `id` (a full one after a refused
   // delta).
   absl::Status TakePsCheckpoint(std::string& id);
+  // Waits for every push in flight (both tables').
+  absl::Status DrainPushes();
   absl::Status Checkpoint();
   absl::Status PredictSlice(size_t begin, size_t end,
                             std::vector<float>* predictions);
@@ -159,6 +168,7 @@ class Trainer {
   int64_t batches_in_epoch_ = 0;   // this rank's, of the current epoch
   std::unique_ptr<Batch> eval_data_;           // loaded on first Evaluate
   std::unique_ptr<AsyncPusher> pusher_;        // while Run runs
+  std::unique_ptr<AsyncPusher> wide_pusher_;   // with a wide table
   std::unique_ptr<ProgressCsv> progress_csv_;  // rank 0 with progress_file
   // Rank 0 with tensorboard_dir, until a write fails (logged once).
   std::unique_ptr<TensorBoardEvents> tensorboard_;

@@ -38,6 +38,12 @@ absl::Status Trainer::PredictSlice(size_t begin, size_t end,
         !s.ok()) {
       return s;
     }
+    if (!options_.wide_table.empty()) {
+      if (absl::Status s = PullWideTerm(*ps_, options_.wide_table, &batch);
+          !s.ok()) {
+        return s;
+      }
+    }
     if (absl::Status s = model_->Predict(
             batch.View(),
             absl::MakeSpan(predictions->data() + first, last - first));

@@ -256,6 +256,38 @@ TEST(CpuDenseModelTest, BadBatchesAreRejectedWithTheirReason) {
               StatusIs(absl::StatusCode::kInvalidArgument));
 }
 
+TEST(CpuDenseModelTest, LogitOffsetsShiftEveryExamplesLogitAndNothingElse) {
+  const ModelConfig config = SmallConfig();
+  auto model = CreateCpuDenseModel(config);
+  ASSERT_THAT(model.status(), IsOk());
+  ASSERT_THAT((*model)->SetParameters(InitialDenseParameters(config)), IsOk());
+  const OwnedBatch batch = RandomBatch(config, 3, 5, 2, 4);
+  std::vector<float> plain(3), shifted(3);
+  ASSERT_THAT((*model)->Predict(batch.View(), absl::MakeSpan(plain)), IsOk());
+  const std::vector<float> offsets = {1.5f, 0.0f, -2.0f};
+  ModelBatch view = batch.View();
+  view.logit_offsets = offsets;
+  ASSERT_THAT((*model)->Predict(view, absl::MakeSpan(shifted)), IsOk());
+  for (int i = 0; i < 3; ++i) {
+    const double logit = std::log(plain[i] / (1.0 - plain[i]));
+    EXPECT_NEAR(shifted[i], 1.0 / (1.0 + std::exp(-(logit + offsets[i]))), 1e-5)
+        << i;
+  }
+  // Training sees the same probabilities, and the row and dense gradients
+  // follow p - y of the shifted logits: with offsets their sum differs.
+  std::vector<float> dense((*model)->layout().num_parameters);
+  std::vector<float> rows(batch.embeddings.size()), probs(3);
+  ASSERT_THAT(
+      (*model)->ForwardBackward(view, absl::MakeSpan(dense),
+                                absl::MakeSpan(rows), absl::MakeSpan(probs)),
+      IsOk());
+  for (int i = 0; i < 3; ++i) EXPECT_NEAR(probs[i], shifted[i], 1e-6) << i;
+  view.logit_offsets = absl::Span<const float>(offsets.data(), 2);
+  EXPECT_THAT(
+      (*model)->Predict(view, absl::MakeSpan(shifted)),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("logit_offsets")));
+}
+
 TEST(CpuDenseModelTest, BadConfigsAreRejected) {
   ModelConfig config;
   config.embedding_dim = 0;

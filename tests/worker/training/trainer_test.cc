@@ -364,6 +364,59 @@ TEST_F(TrainerTest, MultiHotFieldsPoolTheirKeysAndPushEachKeysGradient) {
   EXPECT_GT(moved, 1e-4);
 }
 
+TEST_F(TrainerTest, TheWideTermGivesEachKeyTheGradientOfItsExamplesLogits) {
+  // One step over two examples, as above: example 0 (a click) holds a and
+  // b, example 1 (none) c twice and d once. The wide weights start at zero
+  // and move by SGD at rate 1 by -(p - y) / 2 per occurrence.
+  const std::string file = absl::StrCat(dir_.path(), "/wide");
+  std::ofstream(file) << "1\t3" << std::string(13, '\t')
+                      << "0000000a,0000000b\n"
+                      << "0\t5" << std::string(13, '\t')
+                      << "\t0000000c,0000000c,0000000d\n";
+  const std::vector<uint64_t> keys = {
+      CriteoFeatureKey(0, 0xa), CriteoFeatureKey(0, 0xb),
+      CriteoFeatureKey(1, 0xc), CriteoFeatureKey(1, 0xd),
+      CriteoFeatureKey(2, 0xe)};  // in neither example
+  TrainerOptions options = Options("deep", 2);
+  options.train.files = {file};
+  options.eval_files = {file};
+  options.staleness = 0;
+  options.wide_table = "deep_wide";
+  options.wide_table_config.mutable_optimizer()->set_type(v1::SGD);
+  options.wide_table_config.mutable_optimizer()->set_learning_rate(1.0f);
+  options.wide_table_config.mutable_initializer()->set_type(v1::ZEROS);
+  auto results = RunRanks(1, "wide", [&](int) { return options; });
+  ASSERT_THAT(results[0].status(), IsOk());
+  EXPECT_EQ(results[0]->steps, 1);
+  EXPECT_EQ(results[0]->eval.examples, 2);
+  // PullRows reads dim 8; the wide table has dim 1.
+  PsClientOptions ps_options;
+  ps_options.shard_addresses = Addresses();
+  auto client = PsClient::Create(ps_options);
+  ASSERT_THAT(client.status(), IsOk());
+  std::vector<float> wide(keys.size());
+  ASSERT_THAT((*client)->Pull("deep_wide", keys, absl::MakeSpan(wide)), IsOk());
+  // a and b: -(p0 - 1) / 2, in (0, 0.5); d: -p1 / 2, in (-0.5, 0); c twice
+  // that; e untouched.
+  EXPECT_GT(wide[0], 0.0f);
+  EXPECT_LT(wide[0], 0.5f);
+  EXPECT_FLOAT_EQ(wide[0], wide[1]);
+  EXPECT_LT(wide[3], 0.0f);
+  EXPECT_GT(wide[3], -0.5f);
+  EXPECT_NEAR(wide[2], 2 * wide[3], 1e-7);
+  EXPECT_EQ(wide[4], 0.0f);
+  // The table the trainer made: dimension 1.
+  auto tables = (*client)->ListTables();
+  ASSERT_THAT(tables.status(), IsOk());
+  bool found = false;
+  for (const auto& table : *tables) {
+    if (table.config().name() != "deep_wide") continue;
+    found = true;
+    EXPECT_EQ(table.config().dim(), 1u);
+  }
+  EXPECT_TRUE(found);
+}
+
 TEST_F(TrainerTest, ShardDownPastTheRetryDeadlineStopsWithAnError) {
   ASSERT_THAT(shards_[1]->Kill9(), IsOk());
   retry_deadline_ = absl::Seconds(2);

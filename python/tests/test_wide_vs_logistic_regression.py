@@ -1,0 +1,108 @@
+"""strata-worker's wide (first-order) term on data whose signal is
+first-order only (strata-datagen --interaction_scale=0), against
+scikit-learn's logistic regression on the same rows and features.
+
+The worker runs as its own process against the session's two shards; the
+regression reads the same files: each categorical value one hashed one-hot
+feature, each integer log1p-transformed, as the worker's reader does."""
+
+import json
+import math
+import subprocess
+
+import numpy as np
+import pytest
+
+from strata_cluster import binary
+
+sklearn = pytest.importorskip("sklearn")
+from scipy.sparse import csr_matrix, hstack  # noqa: E402
+from sklearn.feature_extraction import FeatureHasher  # noqa: E402
+from sklearn.linear_model import LogisticRegression  # noqa: E402
+from sklearn.metrics import roc_auc_score  # noqa: E402
+
+TRAIN_ROWS = 60000
+HOLDOUT_ROWS = 10000
+# 26 vocabularies from 10 to about 7,000 values.
+VOCAB_SIZES = ",".join(str(int(10 * 1.3 ** i)) for i in range(26))
+
+
+@pytest.fixture(scope="module")
+def first_order_data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("first_order") / "rows"
+    subprocess.run(
+        [binary("strata-datagen"), f"--rows={TRAIN_ROWS}",
+         f"--holdout_rows={HOLDOUT_ROWS}", f"--out={out}",
+         "--interaction_scale=0", "--first_order_scale=1.5",
+         f"--vocab_sizes={VOCAB_SIZES}"],
+        check=True, capture_output=True, timeout=120)
+    meta = json.loads(out.with_name("rows.meta.json").read_text())
+    assert meta["interaction_scale"] == 0
+    return out, out.with_name(out.name + ".holdout"), meta
+
+
+def read_criteo(path):
+    tokens, dense, labels = [], [], []
+    with open(path) as rows:
+        for line in rows:
+            fields = line.rstrip("\n").split("\t")
+            labels.append(int(fields[0]))
+            dense.append([math.log1p(max(int(x), 0)) if x else 0.0
+                          for x in fields[1:14]])
+            tokens.append({f"C{i}={value or '-'}": 1
+                           for i, value in enumerate(fields[14:40])})
+    return tokens, np.array(dense), np.array(labels)
+
+
+def logistic_regression_auc(train, holdout):
+    hasher = FeatureHasher(n_features=1 << 20, input_type="dict")
+
+    def features(rows):
+        tokens, dense, labels = read_criteo(rows)
+        return hstack([hasher.transform(tokens), csr_matrix(dense)]).tocsr(), \
+            labels
+
+    x_train, y_train = features(train)
+    x_holdout, y_holdout = features(holdout)
+    # scikit-learn's default regularization (C=1); liblinear for speed.
+    model = LogisticRegression(solver="liblinear", max_iter=1000)
+    model.fit(x_train, y_train)
+    return roc_auc_score(y_holdout, model.predict_proba(x_holdout)[:, 1])
+
+
+def train_auc(shard_addresses, tmp_path, table, train, holdout, *flags):
+    result = tmp_path / f"{table}.json"
+    done = subprocess.run(
+        [binary("strata-worker"), f"--shards={','.join(shard_addresses)}",
+         f"--train_files={train}", f"--eval_files={holdout}",
+         f"--table={table}", f"--result_file={result}", *flags],
+        capture_output=True, text=True, timeout=300,
+        stdin=subprocess.DEVNULL)
+    assert done.returncode == 0, done.stderr[-3000:]
+    evaluated = json.loads(result.read_text())
+    assert evaluated["eval_examples"] == HOLDOUT_ROWS
+    return evaluated["eval_auc"]
+
+
+def test_the_wide_term_reaches_logistic_regression_on_first_order_data(
+        shard_addresses, first_order_data, tmp_path):
+    train, holdout, meta = first_order_data
+    regression = logistic_regression_auc(train, holdout)
+    wide = train_auc(shard_addresses, tmp_path, "fo_wide", train, holdout,
+                     "--wide", "--epochs=4", "--batch_size=256",
+                     "--sparse_learning_rate=0.01", "--wide_learning_rate=0.5")
+    ceiling = meta["holdout"]["planted_auc"]
+    assert regression < ceiling
+    assert wide < ceiling
+    assert wide >= regression, (wide, regression, ceiling)
+
+
+def test_with_the_defaults_the_wide_term_learns_what_the_deep_part_misses(
+        shard_addresses, first_order_data, tmp_path):
+    # One epoch of batches of 1024 (the defaults): the embeddings of the
+    # deep part barely move, the wide weights do.
+    train, holdout, _ = first_order_data
+    deep = train_auc(shard_addresses, tmp_path, "fo_deep", train, holdout)
+    wide = train_auc(shard_addresses, tmp_path, "fo_deep_and_wide", train,
+                     holdout, "--wide")
+    assert wide >= deep + 0.05, (wide, deep)
