@@ -1,25 +1,22 @@
 """strata-worker's wide (first-order) term on data whose signal is
 first-order only (strata-datagen --interaction_scale=0), against
-scikit-learn's logistic regression on the same rows and features.
+scikit-learn's logistic regression on the same rows and features
+(bench/logistic_regression.py).
 
-The worker runs as its own process against the session's two shards; the
-regression reads the same files: each categorical value one hashed one-hot
-feature, each integer log1p-transformed, as the worker's reader does."""
+The worker runs as its own process against the session's two shards."""
 
 import json
-import math
+import pathlib
 import subprocess
+import sys
 
-import numpy as np
 import pytest
 
 from strata_cluster import binary
 
-sklearn = pytest.importorskip("sklearn")
-from scipy.sparse import csr_matrix, hstack  # noqa: E402
-from sklearn.feature_extraction import FeatureHasher  # noqa: E402
-from sklearn.linear_model import LogisticRegression  # noqa: E402
-from sklearn.metrics import roc_auc_score  # noqa: E402
+pytest.importorskip("sklearn")
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
+from logistic_regression import holdout_aucs  # noqa: E402
 
 TRAIN_ROWS = 60000
 HOLDOUT_ROWS = 10000
@@ -41,35 +38,6 @@ def first_order_data(tmp_path_factory):
     return out, out.with_name(out.name + ".holdout"), meta
 
 
-def read_criteo(path):
-    tokens, dense, labels = [], [], []
-    with open(path) as rows:
-        for line in rows:
-            fields = line.rstrip("\n").split("\t")
-            labels.append(int(fields[0]))
-            dense.append([math.log1p(max(int(x), 0)) if x else 0.0
-                          for x in fields[1:14]])
-            tokens.append({f"C{i}={value or '-'}": 1
-                           for i, value in enumerate(fields[14:40])})
-    return tokens, np.array(dense), np.array(labels)
-
-
-def logistic_regression_auc(train, holdout):
-    hasher = FeatureHasher(n_features=1 << 20, input_type="dict")
-
-    def features(rows):
-        tokens, dense, labels = read_criteo(rows)
-        return hstack([hasher.transform(tokens), csr_matrix(dense)]).tocsr(), \
-            labels
-
-    x_train, y_train = features(train)
-    x_holdout, y_holdout = features(holdout)
-    # scikit-learn's default regularization (C=1); liblinear for speed.
-    model = LogisticRegression(solver="liblinear", max_iter=1000)
-    model.fit(x_train, y_train)
-    return roc_auc_score(y_holdout, model.predict_proba(x_holdout)[:, 1])
-
-
 def train_auc(shard_addresses, tmp_path, table, train, holdout, *flags):
     result = tmp_path / f"{table}.json"
     done = subprocess.run(
@@ -87,7 +55,8 @@ def train_auc(shard_addresses, tmp_path, table, train, holdout, *flags):
 def test_the_wide_term_reaches_logistic_regression_on_first_order_data(
         shard_addresses, first_order_data, tmp_path):
     train, holdout, meta = first_order_data
-    regression = logistic_regression_auc(train, holdout)
+    # scikit-learn's default regularization (C=1).
+    [(_, regression, _, _)] = holdout_aucs(train, holdout)
     wide = train_auc(shard_addresses, tmp_path, "fo_wide", train, holdout,
                      "--wide", "--epochs=4", "--batch_size=256",
                      "--sparse_learning_rate=0.01", "--wide_learning_rate=0.5")

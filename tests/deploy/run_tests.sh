@@ -26,7 +26,8 @@ py="$venv/bin/python"
 # kubernetes: its typed models check every manifest field offline (kubectl
 # cannot: it needs an API server to validate).
 "$py" -m pip install -q --disable-pip-version-check \
-  "pyyaml>=6,<7" "pytest>=7,<10" "kubernetes>=29,<40" "grpcio-tools>=1.62,<2"
+  "pyyaml>=6,<7" "pytest>=7,<10" "kubernetes>=29,<40" "grpcio-tools>=1.62,<2" \
+  "scikit-learn>=1.3,<2"
 
 export STRATA_BIN_DIR="${STRATA_BIN_DIR:-$build_dir/bin}"
 status=0

@@ -6,6 +6,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -97,3 +98,21 @@ def test_reshard_run_splits_and_merges_every_row():
     for row in rows:
         assert float(row[3]) > 0, done.stdout
         assert row[4].strip().endswith(" M"), done.stdout
+
+
+def test_wide_run_compares_the_wide_term_with_logistic_regression():
+    build = m.bin_dir().parent
+    env = dict(os.environ, ROUNDS="1", ROWS="20000", HOLDOUT_ROWS="4000",
+               PYTHON=sys.executable)
+    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_wide.sh"),
+                           str(build)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in done.stdout.splitlines() if line.startswith("| 1 |")]
+    models = [row[1] for row in rows]
+    assert models == ["lr C=1", "lr C=0.1", "deep", "deep+wide", "deep*",
+                      "deep+wide*"], done.stdout
+    for row in rows:
+        assert 0.5 < float(row[2]) < 1.0, row
+        assert float(row[3]) > 0 and float(row[4]) > 0, row

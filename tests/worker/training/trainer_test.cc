@@ -316,17 +316,21 @@ std::vector<float> PullRows(const std::vector<std::string>& shards,
   return rows;
 }
 
-TEST_F(TrainerTest, MultiHotFieldsPoolTheirKeysAndPushEachKeysGradient) {
-  // One step over two examples: example 0's C1 holds a and b, example 1's C2
-  // holds c twice and d once (sum pooling).
-  const std::string file = absl::StrCat(dir_.path(), "/multi_hot");
+// Writes two examples to `file`: example 0 (a click) holds a and b in C1,
+// example 1 (none) c twice and d once in C2. Returns the keys of a, b, c, d.
+std::vector<uint64_t> WriteTwoMultiHotExamples(const std::string& file) {
   std::ofstream(file) << "1\t3" << std::string(13, '\t')
                       << "0000000a,0000000b\n"
                       << "0\t5" << std::string(13, '\t')
                       << "\t0000000c,0000000c,0000000d\n";
-  const std::vector<uint64_t> keys = {
-      CriteoFeatureKey(0, 0xa), CriteoFeatureKey(0, 0xb),
-      CriteoFeatureKey(1, 0xc), CriteoFeatureKey(1, 0xd)};
+  return {CriteoFeatureKey(0, 0xa), CriteoFeatureKey(0, 0xb),
+          CriteoFeatureKey(1, 0xc), CriteoFeatureKey(1, 0xd)};
+}
+
+TEST_F(TrainerTest, MultiHotFieldsPoolTheirKeysAndPushEachKeysGradient) {
+  // One step over two examples (sum pooling).
+  const std::string file = absl::StrCat(dir_.path(), "/multi_hot");
+  const std::vector<uint64_t> keys = WriteTwoMultiHotExamples(file);
   TrainerOptions options = Options("multi_hot", 2);
   options.table_config.mutable_optimizer()->set_type(v1::SGD);
   options.table_config.mutable_optimizer()->set_learning_rate(1.0f);
@@ -365,18 +369,11 @@ TEST_F(TrainerTest, MultiHotFieldsPoolTheirKeysAndPushEachKeysGradient) {
 }
 
 TEST_F(TrainerTest, TheWideTermGivesEachKeyTheGradientOfItsExamplesLogits) {
-  // One step over two examples, as above: example 0 (a click) holds a and
-  // b, example 1 (none) c twice and d once. The wide weights start at zero
-  // and move by SGD at rate 1 by -(p - y) / 2 per occurrence.
+  // One step over two examples. The wide weights start at zero and move by
+  // SGD at rate 1 by -(p - y) / 2 per occurrence.
   const std::string file = absl::StrCat(dir_.path(), "/wide");
-  std::ofstream(file) << "1\t3" << std::string(13, '\t')
-                      << "0000000a,0000000b\n"
-                      << "0\t5" << std::string(13, '\t')
-                      << "\t0000000c,0000000c,0000000d\n";
-  const std::vector<uint64_t> keys = {
-      CriteoFeatureKey(0, 0xa), CriteoFeatureKey(0, 0xb),
-      CriteoFeatureKey(1, 0xc), CriteoFeatureKey(1, 0xd),
-      CriteoFeatureKey(2, 0xe)};  // in neither example
+  std::vector<uint64_t> keys = WriteTwoMultiHotExamples(file);
+  keys.push_back(CriteoFeatureKey(2, 0xe));  // in neither example
   TrainerOptions options = Options("deep", 2);
   options.train.files = {file};
   options.eval_files = {file};
