@@ -154,6 +154,21 @@ TEST(OfflineServingTest, ACheckpointOfTwoShardsRunsOnThreeNewShards) {
   testing::ServerProcessOptions tool;
   tool.binary = "stratactl";
   tool.daemon_flags = false;
+  // Listed out of order: the recorded placements say so, and nothing is
+  // written.
+  tool.flags = {"reshard-checkpoint", "inc",
+                absl::StrCat("--from=", cluster.shard(1).data_dir(), ",",
+                             cluster.shard(0).data_dir()),
+                absl::StrCat("--to=", absl::StrJoin(targets, ","))};
+  testing::ServerProcess swapped(tool);
+  ASSERT_THAT(swapped.Launch(), IsOk());
+  absl::StatusOr<testing::ProcessExit> refused =
+      swapped.Wait(absl::Seconds(60));
+  ASSERT_THAT(refused, IsOk());
+  EXPECT_EQ(refused->exit_code, 2);
+  EXPECT_THAT(swapped.log(),
+              ::testing::HasSubstr("holds shard 1 of 2 (bucket map version 1) "
+                                   "but is listed as shard 0 of 2"));
   tool.flags = {"reshard-checkpoint", "inc",
                 absl::StrCat("--from=", cluster.shard(0).data_dir(), ",",
                              cluster.shard(1).data_dir()),
