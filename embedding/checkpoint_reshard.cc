@@ -30,8 +30,10 @@ namespace strata {
 namespace {
 
 using embedding_internal::ApplyDeltas;
+using embedding_internal::kFamilyNames;
 using embedding_internal::kNumFamilies;
 using embedding_internal::RocksDbFiles;
+using embedding_internal::RocksError;
 
 constexpr int kValuesFamily = 1;
 constexpr int kOptimizerFamily = 2;
@@ -40,17 +42,11 @@ constexpr size_t kBatchBytes = size_t{4} << 20;
 // Memtable size of each column family of a new shard's database.
 constexpr size_t kWriteBufferBytes = size_t{64} << 20;
 
-absl::Status RocksError(absl::string_view what, const rocksdb::Status& s) {
-  const std::string text = absl::StrCat(what, ": ", s.ToString());
-  if (s.IsCorruption()) return absl::DataLossError(text);
-  return absl::InternalError(text);
-}
-
 std::vector<rocksdb::ColumnFamilyDescriptor> FamilyDescriptors(
     const rocksdb::ColumnFamilyOptions& options) {
-  return {{rocksdb::kDefaultColumnFamilyName, options},
-          {"values", options},
-          {"optimizer", options}};
+  std::vector<rocksdb::ColumnFamilyDescriptor> families;
+  for (const char* name : kFamilyNames) families.emplace_back(name, options);
+  return families;
 }
 
 // An open RocksDB database with the store's three column families.
@@ -210,13 +206,13 @@ struct TargetTable {
 };
 
 // Sends every row of one column family of `source` (shard `source_index` of
-// `num_sources`) to the new shard that owns it.
-absl::Status CopyFamily(
+// `num_sources`) to the new shard that owns it. Returns how many rows.
+absl::StatusOr<uint64_t> CopyFamily(
     const SourceCheckpoint& source, uint32_t source_index, uint32_t num_sources,
     int family,
     const absl::flat_hash_map<std::string, TargetTable>& target_tables,
-    std::vector<std::unique_ptr<TargetCheckpoint>>& targets,
-    uint64_t& rows_read) {
+    std::vector<std::unique_ptr<TargetCheckpoint>>& targets) {
+  uint64_t rows = 0;
   const uint32_t num_targets = static_cast<uint32_t>(targets.size());
   std::unique_ptr<rocksdb::Iterator> it(source.db.db()->NewIterator(
       rocksdb::ReadOptions(), source.db.family(family)));
@@ -247,10 +243,8 @@ absl::Status CopyFamily(
     const rocksdb::Status s = target.batch.Put(
         target.db.family(family), RowKey(table.id, key), it->value());
     if (!s.ok()) return RocksError("cannot batch a row", s);
-    if (family == kValuesFamily) {
-      ++target.rows;
-      ++rows_read;
-    }
+    ++rows;
+    if (family == kValuesFamily) ++target.rows;
     if (target.batch.GetDataSize() >= kBatchBytes) {
       STRATA_RETURN_IF_ERROR(target.WriteBatch());
     }
@@ -261,7 +255,7 @@ absl::Status CopyFamily(
                      "' of ", source.data_dir),
         it->status());
   }
-  return absl::OkStatus();
+  return rows;
 }
 
 // Flushes and closes `target`, publishes its checkpoint and makes its live
@@ -328,6 +322,12 @@ absl::Status ValidateOptions(const ReshardCheckpointOptions& options,
   return absl::OkStatus();
 }
 
+// Where source `s`'s incremental checkpoint is materialized: inside the first
+// target, which is cleared on failure.
+std::string ScratchDir(const ReshardCheckpointOptions& options, uint32_t s) {
+  return absl::StrCat(options.target_dirs[0], "/.reshard-source-", s);
+}
+
 absl::StatusOr<ReshardCheckpointResult> Reshard(
     const ReshardCheckpointOptions& options, FileSystem& files) {
   ReshardCheckpointResult result;
@@ -338,13 +338,12 @@ absl::StatusOr<ReshardCheckpointResult> Reshard(
       static_cast<uint32_t>(options.source_dirs.size());
   std::vector<std::unique_ptr<SourceCheckpoint>> sources;
   std::map<std::string, std::pair<EmbeddingTableConfig, std::string>> tables;
+  STRATA_RETURN_IF_ERROR(files.CreateDirs(options.target_dirs[0]));
   for (uint32_t s = 0; s < num_sources; ++s) {
     sources.push_back(std::make_unique<SourceCheckpoint>());
-    STRATA_RETURN_IF_ERROR(files.CreateDirs(options.target_dirs[0]));
     STRATA_RETURN_IF_ERROR(
         OpenSource(options.source_dirs[s], options.checkpoint_id,
-                   absl::StrCat(options.target_dirs[0], "/.reshard-source-", s),
-                   files, *sources.back()));
+                   ScratchDir(options, s), files, *sources.back()));
     STRATA_RETURN_IF_ERROR(ReadTables(*sources.back(), tables));
     result.source_global_steps.push_back(sources.back()->info.global_step);
     result.global_step =
@@ -377,17 +376,15 @@ absl::StatusOr<ReshardCheckpointResult> Reshard(
   }
 
   for (uint32_t s = 0; s < num_sources; ++s) {
-    uint64_t rows = 0, unused = 0;
+    STRATA_ASSIGN_OR_RETURN(const uint64_t rows,
+                            CopyFamily(*sources[s], s, num_sources,
+                                       kValuesFamily, target_tables, targets));
     STRATA_RETURN_IF_ERROR(CopyFamily(*sources[s], s, num_sources,
-                                      kValuesFamily, target_tables, targets,
-                                      rows));
-    STRATA_RETURN_IF_ERROR(CopyFamily(*sources[s], s, num_sources,
-                                      kOptimizerFamily, target_tables, targets,
-                                      unused));
+                                      kOptimizerFamily, target_tables, targets)
+                               .status());
     result.source_rows.push_back(rows);
     STRATA_RETURN_IF_ERROR(sources[s]->db.Close());
-    STRATA_RETURN_IF_ERROR(files.DeleteRecursively(
-        absl::StrCat(options.target_dirs[0], "/.reshard-source-", s)));
+    STRATA_RETURN_IF_ERROR(files.DeleteRecursively(ScratchDir(options, s)));
   }
   for (auto& target : targets) {
     CheckpointInfo info;

@@ -19,9 +19,6 @@ namespace strata {
 namespace embedding_internal {
 namespace {
 
-constexpr const char* kFamilyNames[kNumFamilies] = {"default", "values",
-                                                    "optimizer"};
-
 std::string DeltaFile(const std::string& dir, int family) {
   return absl::StrCat(dir, "/", kFamilyNames[family], ".sst");
 }
@@ -65,13 +62,6 @@ class KeyCollector : public rocksdb::WriteBatch::Handler {
   absl::flat_hash_set<std::pair<uint32_t, uint64_t>>& rows_;
   bool& overflowed_;
 };
-
-absl::Status RocksError(absl::string_view what, const rocksdb::Status& s) {
-  if (s.IsCorruption()) {
-    return absl::DataLossError(absl::StrCat(what, ": ", s.ToString()));
-  }
-  return absl::InternalError(absl::StrCat(what, ": ", s.ToString()));
-}
 
 // Writes the sorted entries one SST file; no file when there are none.
 class FamilyWriter {
@@ -154,6 +144,13 @@ absl::Status CopyRows(rocksdb::DB* db,
 }
 
 }  // namespace
+
+absl::Status RocksError(absl::string_view what, const rocksdb::Status& s) {
+  if (s.IsCorruption()) {
+    return absl::DataLossError(absl::StrCat(what, ": ", s.ToString()));
+  }
+  return absl::InternalError(absl::StrCat(what, ": ", s.ToString()));
+}
 
 void ChangedRowTracker::Restart(const std::string& base_id) {
   absl::MutexLock lock(&mu_);

@@ -9,11 +9,13 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace rocksdb {
 class ColumnFamilyHandle;
 class DB;
+class Status;
 class WriteBatch;
 }  // namespace rocksdb
 
@@ -62,6 +64,11 @@ class ChangedRowTracker {
 // The column families of a store, in the order of its handles: "default"
 // (tables, push windows), "values", "optimizer".
 inline constexpr int kNumFamilies = 3;
+inline constexpr const char* kFamilyNames[kNumFamilies] = {"default", "values",
+                                                           "optimizer"};
+
+// "<what>: <status>" as DATA_LOSS for a corruption, INTERNAL otherwise.
+absl::Status RocksError(absl::string_view what, const rocksdb::Status& s);
 
 // Writes the delta of `row_keys` (sorted) into `dir`: one SST file per
 // column family, holding every record of "default" and, for each row key,
