@@ -21,6 +21,9 @@ ModelBatch PreparedBatch::View() const {
   return view;
 }
 
+namespace {
+
+// Fills unique_keys, offsets and rows of `batch` from its examples' keys.
 void IndexKeys(PreparedBatch* batch) {
   const std::vector<uint64_t>& keys = batch->examples.keys;
   absl::flat_hash_map<uint64_t, uint32_t> index;
@@ -39,8 +42,6 @@ void IndexKeys(PreparedBatch* batch) {
   if (batch->offsets.empty()) batch->offsets.push_back(0);
 }
 
-namespace {
-
 // Calls visit(example, row) for every key occurrence of `batch`.
 template <typename Visit>
 void ForEachKeyOfExample(const PreparedBatch& batch, Visit visit) {
@@ -55,21 +56,35 @@ void ForEachKeyOfExample(const PreparedBatch& batch, Visit visit) {
   }
 }
 
-}  // namespace
-
 absl::Status PullWideTerm(PsClient& ps, const std::string& wide_table,
                           PreparedBatch* batch) {
-  batch->wide_weights.resize(batch->unique_keys.size());
-  if (absl::Status s = ps.Pull(wide_table, batch->unique_keys,
-                               absl::MakeSpan(batch->wide_weights));
+  std::vector<float> weights(batch->unique_keys.size());
+  if (absl::Status s =
+          ps.Pull(wide_table, batch->unique_keys, absl::MakeSpan(weights));
       !s.ok()) {
     return s;
   }
   batch->wide_logits.assign(batch->examples.size(), 0.0f);
-  ForEachKeyOfExample(*batch, [batch](size_t example, uint32_t row) {
-    batch->wide_logits[example] += batch->wide_weights[row];
+  ForEachKeyOfExample(*batch, [&](size_t example, uint32_t row) {
+    batch->wide_logits[example] += weights[row];
   });
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status IndexAndPull(PsClient& ps, const std::string& table,
+                          int embedding_dim, const std::string& wide_table,
+                          PreparedBatch* batch) {
+  IndexKeys(batch);
+  batch->embeddings.resize(batch->unique_keys.size() * embedding_dim);
+  if (absl::Status s =
+          ps.Pull(table, batch->unique_keys, absl::MakeSpan(batch->embeddings));
+      !s.ok()) {
+    return s;
+  }
+  if (wide_table.empty()) return absl::OkStatus();
+  return PullWideTerm(ps, wide_table, batch);
 }
 
 std::vector<float> WideGradients(const PreparedBatch& batch,
@@ -135,19 +150,11 @@ absl::StatusOr<std::unique_ptr<PreparedBatch>> BatchPipeline::Produce() {
     break;
   }
   batch->epoch = epoch_;
-  IndexKeys(batch.get());
-  batch->embeddings.resize(batch->unique_keys.size() * options_.embedding_dim);
-  if (absl::Status s = options_.ps->Pull(options_.table, batch->unique_keys,
-                                         absl::MakeSpan(batch->embeddings));
+  if (absl::Status s =
+          IndexAndPull(*options_.ps, options_.table, options_.embedding_dim,
+                       options_.wide_table, batch.get());
       !s.ok()) {
     return s;
-  }
-  if (!options_.wide_table.empty()) {
-    if (absl::Status s =
-            PullWideTerm(*options_.ps, options_.wide_table, batch.get());
-        !s.ok()) {
-      return s;
-    }
   }
   return batch;
 }

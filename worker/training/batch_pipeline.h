@@ -28,9 +28,8 @@ struct PreparedBatch {
   std::vector<uint32_t> offsets;  // examples.size() * num_fields + 1
   std::vector<uint32_t> rows;     // into unique_keys
   std::vector<float> embeddings;  // unique_keys.size() x embedding_dim
-  // With a wide term: each unique key's weight, and their sum per example
-  // (the logit offsets). Empty without one.
-  std::vector<float> wide_weights;
+  // With a wide term: each example's sum of its keys' weights (the logit
+  // offsets). Empty without one.
   std::vector<float> wide_logits;
   int epoch = 0;  // of the pipeline's epochs, from 0
 
@@ -38,16 +37,14 @@ struct PreparedBatch {
   ModelBatch View() const;
 };
 
-// Fills unique_keys, offsets and rows of `batch` from its examples' keys
-// (one or more per field: multi-hot fields are pooled by the model), keys in
-// order of first appearance.
-void IndexKeys(PreparedBatch* batch);
-
-// The wide (first-order) term: pulls the weight of every unique key of
-// `batch` from the dim-1 table `wide_table` and sums each example's into
-// wide_logits (every key of every field counts once per occurrence).
-// REQUIRES: IndexKeys(batch) was called.
-absl::Status PullWideTerm(PsClient& ps, const std::string& wide_table,
+// Indexes the keys of `batch`'s examples (fills unique_keys, in order of
+// first appearance, and offsets and rows: one or more keys per field, as
+// multi-hot fields are pooled by the model) and pulls their rows
+// from `table` (dimension `embedding_dim`); with a `wide_table` (dim 1),
+// also their weights, each example's summed into wide_logits (every key of
+// every field once per occurrence). What training and evaluation both do.
+absl::Status IndexAndPull(PsClient& ps, const std::string& table,
+                          int embedding_dim, const std::string& wide_table,
                           PreparedBatch* batch);
 
 // The wide weights' gradients of the summed loss, times `scale`: each key

@@ -26,23 +26,15 @@ void SliceExamples(const Batch& from, size_t begin, size_t end, Batch* to) {
 absl::Status Trainer::PredictSlice(size_t begin, size_t end,
                                    std::vector<float>* predictions) {
   const size_t chunk = static_cast<size_t>(options_.train.batch_size);
-  const int dim = options_.model.embedding_dim;
   PreparedBatch batch;
   for (size_t first = begin; first < end; first += chunk) {
     const size_t last = std::min(end, first + chunk);
     SliceExamples(*eval_data_, first, last, &batch.examples);
-    IndexKeys(&batch);
-    batch.embeddings.resize(batch.unique_keys.size() * dim);
-    if (absl::Status s = ps_->Pull(options_.table, batch.unique_keys,
-                                   absl::MakeSpan(batch.embeddings));
+    if (absl::Status s =
+            IndexAndPull(*ps_, options_.table, options_.model.embedding_dim,
+                         options_.wide_table, &batch);
         !s.ok()) {
       return s;
-    }
-    if (!options_.wide_table.empty()) {
-      if (absl::Status s = PullWideTerm(*ps_, options_.wide_table, &batch);
-          !s.ok()) {
-        return s;
-      }
     }
     if (absl::Status s = model_->Predict(
             batch.View(),
