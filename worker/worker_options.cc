@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
 #include "common/file_system.h"
 #include "common/table_policy_flags.h"
 #ifdef STRATA_WITH_CUDA
@@ -134,18 +135,50 @@ std::vector<std::string> SplitList(const std::string& text) {
   return absl::StrSplit(text, ',', absl::SkipEmpty());
 }
 
+// The optimizer `name` given to --`flag`.
 absl::StatusOr<v1::OptimizerType> ParseSparseOptimizer(
-    const std::string& name) {
+    absl::string_view flag, const std::string& name) {
   if (name == "sgd") return v1::SGD;
   if (name == "adagrad") return v1::ADAGRAD;
   if (name == "adam") return v1::ADAM;
   if (name == "ftrl") return v1::FTRL;
   return absl::InvalidArgumentError(
-      absl::StrCat("--sparse_optimizer: unknown \"", name,
+      absl::StrCat("--", flag, ": unknown \"", name,
                    "\" (want sgd, adagrad, adam or ftrl)"));
 }
 
-absl::Status ReadWideFlags(WorkerFlags* flags);
+absl::Status ReadWideFlags(WorkerFlags* flags) {
+  TrainerOptions& trainer = flags->trainer;
+  const double rate = absl::GetFlag(FLAGS_wide_learning_rate);
+  if (!(rate >= 0)) {
+    return absl::InvalidArgumentError(
+        "--wide_learning_rate must be >= 0 (0: --sparse_learning_rate)");
+  }
+  const double l2 = absl::GetFlag(FLAGS_wide_l2);
+  if (!(l2 >= 0)) return absl::InvalidArgumentError("--wide_l2 must be >= 0");
+  if (!absl::GetFlag(FLAGS_wide)) return absl::OkStatus();
+  trainer.wide_table = absl::StrCat(trainer.table, "_wide");
+  v1::TableConfig& wide = trainer.wide_table_config;
+  wide = trainer.table_config;  // optimizer, seed and policies
+  const std::string optimizer = absl::GetFlag(FLAGS_wide_optimizer);
+  if (!optimizer.empty()) {
+    auto type = ParseSparseOptimizer("wide_optimizer", optimizer);
+    if (!type.ok()) return type.status();
+    const float learning_rate = wide.optimizer().learning_rate();
+    wide.mutable_optimizer()->Clear();
+    wide.mutable_optimizer()->set_type(*type);
+    wide.mutable_optimizer()->set_learning_rate(learning_rate);
+  }
+  if (wide.optimizer().type() == v1::FTRL) {
+    wide.mutable_optimizer()->set_l2(static_cast<float>(l2));
+  }
+  if (rate > 0) {
+    wide.mutable_optimizer()->set_learning_rate(static_cast<float>(rate));
+  }
+  wide.mutable_initializer()->Clear();
+  wide.mutable_initializer()->set_type(v1::ZEROS);
+  return absl::OkStatus();
+}
 
 absl::Status ReadModelFlags(WorkerFlags* flags) {
   ModelConfig& model = flags->trainer.model;
@@ -176,7 +209,8 @@ absl::Status ReadModelFlags(WorkerFlags* flags) {
   }
 
   v1::TableConfig& table = flags->trainer.table_config;
-  auto sparse = ParseSparseOptimizer(absl::GetFlag(FLAGS_sparse_optimizer));
+  auto sparse = ParseSparseOptimizer("sparse_optimizer",
+                                     absl::GetFlag(FLAGS_sparse_optimizer));
   if (!sparse.ok()) return sparse.status();
   table.mutable_optimizer()->set_type(*sparse);
   table.mutable_optimizer()->set_learning_rate(
@@ -195,43 +229,6 @@ absl::Status ReadModelFlags(WorkerFlags* flags) {
   SetTablePoliciesFromFlags(table);
   flags->trainer.table = absl::GetFlag(FLAGS_table);
   return ReadWideFlags(flags);
-}
-
-absl::Status ReadWideFlags(WorkerFlags* flags) {
-  TrainerOptions& trainer = flags->trainer;
-  const double rate = absl::GetFlag(FLAGS_wide_learning_rate);
-  if (!(rate >= 0)) {
-    return absl::InvalidArgumentError(
-        "--wide_learning_rate must be >= 0 (0: --sparse_learning_rate)");
-  }
-  const double l2 = absl::GetFlag(FLAGS_wide_l2);
-  if (!(l2 >= 0)) return absl::InvalidArgumentError("--wide_l2 must be >= 0");
-  if (!absl::GetFlag(FLAGS_wide)) return absl::OkStatus();
-  trainer.wide_table = absl::StrCat(trainer.table, "_wide");
-  v1::TableConfig& wide = trainer.wide_table_config;
-  wide = trainer.table_config;  // optimizer, seed and policies
-  const std::string optimizer = absl::GetFlag(FLAGS_wide_optimizer);
-  if (!optimizer.empty()) {
-    auto type = ParseSparseOptimizer(optimizer);
-    if (!type.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--wide_optimizer: unknown \"", optimizer,
-                       "\" (want sgd, adagrad, adam or ftrl)"));
-    }
-    const float learning_rate = wide.optimizer().learning_rate();
-    wide.mutable_optimizer()->Clear();
-    wide.mutable_optimizer()->set_type(*type);
-    wide.mutable_optimizer()->set_learning_rate(learning_rate);
-  }
-  if (wide.optimizer().type() == v1::FTRL) {
-    wide.mutable_optimizer()->set_l2(static_cast<float>(l2));
-  }
-  if (rate > 0) {
-    wide.mutable_optimizer()->set_learning_rate(static_cast<float>(rate));
-  }
-  wide.mutable_initializer()->Clear();
-  wide.mutable_initializer()->set_type(v1::ZEROS);
-  return absl::OkStatus();
 }
 
 absl::Status ReadTrainingFlags(WorkerFlags* flags) {
