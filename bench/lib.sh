@@ -8,6 +8,11 @@
 #   wait_file FILE [PID]
 #                     waits up to 60 s for FILE to be non-empty (a port
 #                     file), failing at once if process PID has exited
+#   start_shards COUNT [FLAG...]
+#                     starts COUNT strata-servers from $BIN (shard i of
+#                     COUNT, data in $WORK/s<i>, the FLAGs added) and waits
+#                     for their ports; sets SHARDS (host:port,...) and
+#                     SHARD_PIDS
 #   cpu_seconds PID   utime + stime of PID, in seconds
 #   field LINE KEY    the value of KEY=value in a strata-bench summary line
 
@@ -45,6 +50,25 @@ wait_file() {
   done
   echo "$BENCH_NAME: $file did not appear: a server did not start" >&2
   exit 1
+}
+
+start_shards() {
+  local count=$1 s
+  shift
+  SHARD_PIDS=()
+  local addresses=()
+  for ((s = 0; s < count; s++)); do
+    "$BIN/strata-server" --port=0 --port_file="$WORK/s$s.port" \
+      --data_dir="$WORK/s$s" --shard_index=$s --num_shards="$count" \
+      --log_level=warning "$@" &
+    SHARD_PIDS+=($!)
+    PIDS+=($!)
+  done
+  for ((s = 0; s < count; s++)); do
+    wait_file "$WORK/s$s.port" "${SHARD_PIDS[$s]}"
+    addresses+=("127.0.0.1:$(cat "$WORK/s$s.port")")
+  done
+  SHARDS=$(IFS=,; echo "${addresses[*]}")
 }
 
 cpu_seconds() {

@@ -18,26 +18,13 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_start reshard
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-shards=()
-shard_pids=()
-for s in 0 1; do
-  "$BIN/strata-server" --port=0 --port_file="$WORK/s$s.port" \
-    --data_dir="$WORK/s$s" --shard_index=$s --num_shards=2 \
-    --durability=periodic --log_level=warning &
-  shard_pids+=($!)
-  PIDS+=($!)
-done
-for s in 0 1; do
-  wait_file "$WORK/s$s.port" "${shard_pids[$s]}"
-  shards+=("127.0.0.1:$(cat "$WORK/s$s.port")")
-done
-SHARDS=$(IFS=,; echo "${shards[*]}")
+start_shards 2 --durability=periodic
 "$BIN/strata-bench" --mode=load --shards="$SHARDS" --table=bench \
   --dim="$DIM" --optimizer=adagrad --num_keys="$NUM_KEYS" --batch=8192 \
   --inflight=8 >/dev/null || exit 1
 "$BIN/stratactl" --shards="$SHARDS" checkpoint base --global_step=1 \
   >/dev/null || exit 1
-for pid in "${shard_pids[@]}"; do kill -TERM "$pid"; wait "$pid"; done
+for pid in "${SHARD_PIDS[@]}"; do kill -TERM "$pid"; wait "$pid"; done
 PIDS=()
 checkpoint_mb=$(du -sm "$WORK/s0/checkpoints/base" "$WORK/s1/checkpoints/base" |
   awk '{ mb += $1 } END { print mb }')

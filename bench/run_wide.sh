@@ -28,16 +28,7 @@ source "$HERE/lib.sh"
 bench_start wide
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-shards=()
-for s in 0 1; do
-  "$BIN/strata-server" --port=0 --port_file="$WORK/s$s.port" \
-    --data_dir="$WORK/s$s" --shard_index=$s --num_shards=2 \
-    --log_level=warning &
-  PIDS+=($!)
-  wait_file "$WORK/s$s.port" "$!"
-  shards+=("127.0.0.1:$(cat "$WORK/s$s.port")")
-done
-SHARDS=$(IFS=,; echo "${shards[*]}")
+start_shards 2
 vocab=$(python3 -c 'print(",".join(str(int(10 * 1.3 ** i)) for i in range(26)))')
 "$BIN/strata-datagen" --rows="$ROWS" --holdout_rows="$HOLDOUT_ROWS" \
   --out="$WORK/rows" --interaction_scale=0 --first_order_scale=1.5 \
