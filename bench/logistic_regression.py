@@ -1,7 +1,7 @@
 """Logistic regression (scikit-learn) on Criteo-format files, with the
 features strata-worker sees: each categorical value one hashed one-hot
-feature ("-" for an empty one), each integer log1p-transformed (0 when
-empty). The peer of the wide term in bench/run_wide.sh and in
+feature ("-" for an empty one; the values of a multi-hot field each weigh
+1/n, a mean), each integer log1p-transformed (0 when empty). The peer of the wide term in bench/run_wide.sh and in
 python/tests/test_wide_vs_logistic_regression.py.
 
 Usage: python3 bench/logistic_regression.py TRAIN HOLDOUT [C ...]
@@ -21,6 +21,16 @@ from sklearn.metrics import roc_auc_score
 HASHED_FEATURES = 1 << 20
 
 
+def categorical_tokens(fields):
+    tokens = {}
+    for i, text in enumerate(fields):
+        values = text.split(",") if text else ["-"]
+        for value in values:
+            token = f"C{i}={value}"
+            tokens[token] = tokens.get(token, 0) + 1 / len(values)
+    return tokens
+
+
 def read_criteo(path):
     tokens, dense, labels = [], [], []
     with open(path) as rows:
@@ -29,8 +39,7 @@ def read_criteo(path):
             labels.append(int(fields[0]))
             dense.append([math.log1p(max(int(x), 0)) if x else 0.0
                           for x in fields[1:14]])
-            tokens.append({f"C{i}={value or '-'}": 1
-                           for i, value in enumerate(fields[14:40])})
+            tokens.append(categorical_tokens(fields[14:40]))
     return tokens, np.array(dense), np.array(labels)
 
 

@@ -6,13 +6,17 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "common/clock.h"
 #include "common/status_macros.h"
+#include "worker/data/learnable_ceiling.h"
 #include "worker/data/metrics.h"
 
 namespace strata {
@@ -93,11 +97,28 @@ void AppendHex8(uint32_t value, std::string* out) {
   out->append(buffer, 8);
 }
 
+// Sees each row written, with its label.
+using RowObserver = std::function<void(const SyntheticRow&, bool label)>;
+
+PlantedMetrics Measure(const std::vector<float>& labels,
+                       const std::vector<double>& probabilities) {
+  PlantedMetrics metrics;
+  metrics.rows = static_cast<int64_t>(labels.size());
+  double positives = 0;
+  for (float y : labels) positives += y;
+  metrics.positive_rate =
+      metrics.rows > 0 ? positives / static_cast<double>(metrics.rows) : 0;
+  metrics.auc = ExactAuc(labels, probabilities);
+  metrics.log_loss = LogLoss(labels, probabilities);
+  return metrics;
+}
+
 // Writes rows [0, rows) of `stream` over `paths` (contiguous, nearly equal
-// parts) and measures the planted model on them.
-absl::StatusOr<PlantedMetrics> WriteRows(
-    const PlantedModel& model, uint64_t stream, int64_t rows,
-    const std::vector<std::string>& paths) {
+// parts), shows each to `observer` (if any) and measures the model on them.
+absl::StatusOr<PlantedMetrics> WriteRows(const SyntheticModel& model,
+                                         uint64_t stream, int64_t rows,
+                                         const std::vector<std::string>& paths,
+                                         const RowObserver& observer) {
   std::vector<float> labels;
   std::vector<double> probabilities;
   labels.reserve(rows);
@@ -112,8 +133,9 @@ absl::StatusOr<PlantedMetrics> WriteRows(
     const int64_t end = rows * (k + 1) / num_files;
     for (int64_t r = rows * k / num_files; r < end; ++r) {
       model.SampleRow(stream, r, &row);
-      const double p = PlantedModel::Sigmoid(model.Logit(row));
+      const double p = SyntheticModel::Sigmoid(model.Logit(row));
       const bool label = row.label_draw < p;
+      if (observer) observer(row, label);
       labels.push_back(label ? 1.0f : 0.0f);
       probabilities.push_back(p);
       AppendCriteoLine(model, row, label, &buffer);
@@ -126,14 +148,7 @@ absl::StatusOr<PlantedMetrics> WriteRows(
     buffer.clear();
     STRATA_RETURN_IF_ERROR(file.Close());
   }
-  PlantedMetrics metrics;
-  metrics.rows = rows;
-  double positives = 0;
-  for (float y : labels) positives += y;
-  metrics.positive_rate = rows > 0 ? positives / rows : 0;
-  metrics.auc = ExactAuc(labels, probabilities);
-  metrics.log_loss = LogLoss(labels, probabilities);
-  return metrics;
+  return Measure(labels, probabilities);
 }
 
 std::string JsonString(absl::string_view text) {
@@ -163,7 +178,95 @@ void AppendMetricsJson(const PlantedMetrics& m, std::string* out) {
                   ", \"planted_log_loss\": ", JsonNumber(m.log_loss), "}");
 }
 
+void AppendRealisticJson(const DatagenOptions& options,
+                         const DatagenResult& result, std::string* out) {
+  const RealisticOptions& r = options.realistic;
+  const LogitSpread& s = result.spread;
+  absl::StrAppend(out, ",\n  \"drift_share\": ", JsonNumber(r.drift_share),
+                  ",\n  \"multi_hot_fields\": ", r.multi_hot_fields,
+                  ",\n  \"mean_values\": ", JsonNumber(r.mean_values),
+                  ",\n  \"logit_stddev\": {\"dense\": ", JsonNumber(s.dense),
+                  ", \"first_order\": ", JsonNumber(s.first_order),
+                  ", \"entity\": ", JsonNumber(s.entity),
+                  ", \"interaction\": ", JsonNumber(s.interaction),
+                  ", \"total\": ", JsonNumber(s.total), "}");
+  if (result.holdout_file.empty()) return;
+  absl::StrAppend(out, ",\n  \"ceilings\": {\"bayes_auc\": ",
+                  JsonNumber(result.holdout.auc));
+  if (result.has_learnable) {
+    absl::StrAppend(
+        out, ", \"learnable_auc\": ", JsonNumber(result.learnable.auc),
+        ", \"learnable_log_loss\": ", JsonNumber(result.learnable.log_loss),
+        ", \"learnable_fit_seconds\": ",
+        JsonNumber(result.learnable_fit_seconds),
+        "},\n  \"holdout_unseen_value_share\": ",
+        JsonNumber(result.holdout_unseen_share));
+  } else {
+    *out += "}";
+  }
+}
+
+absl::StatusOr<std::unique_ptr<SyntheticModel>> MakeModel(
+    const DatagenOptions& options, LogitSpread* spread) {
+  if (options.generator == Generator::kPlanted) {
+    STRATA_ASSIGN_OR_RETURN(PlantedModel model,
+                            PlantedModel::Create(options.model));
+    return std::make_unique<PlantedModel>(std::move(model));
+  }
+  RealisticOptions realistic = options.realistic;
+  realistic.time_rows = options.rows;
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<RealisticModel> model,
+                          RealisticModel::Create(options.model, realistic));
+  *spread = model->spread();
+  return std::unique_ptr<SyntheticModel>(std::move(model));
+}
+
+// Writes the holdout, and measures the learnable-ceiling estimator (if any)
+// on it.
+absl::Status WriteHoldout(const SyntheticModel& model,
+                          const DatagenOptions& options,
+                          LearnableCeiling* oracle, DatagenResult* result) {
+  result->holdout_file = options.out + ".holdout";
+  std::vector<float> labels;
+  std::vector<double> predictions;
+  int64_t unseen = 0;
+  int64_t values = 0;
+  RowObserver observer;
+  if (oracle != nullptr) {
+    const absl::Time start = Clock::Real()->Now();
+    oracle->Fit();
+    result->learnable_fit_seconds =
+        absl::ToDoubleSeconds(Clock::Real()->Now() - start);
+    observer = [&](const SyntheticRow& row, bool label) {
+      labels.push_back(label ? 1.0f : 0.0f);
+      predictions.push_back(SyntheticModel::Sigmoid(oracle->PredictLogit(row)));
+      oracle->CountUnseen(row, &unseen, &values);
+    };
+  }
+  STRATA_ASSIGN_OR_RETURN(result->holdout,
+                          WriteRows(model, kHoldoutStream, options.holdout_rows,
+                                    {result->holdout_file}, observer));
+  if (oracle != nullptr) {
+    result->has_learnable = true;
+    result->learnable = Measure(labels, predictions);
+    result->holdout_unseen_share =
+        values > 0 ? static_cast<double>(unseen) / values : 0;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<Generator> ParseGenerator(absl::string_view name) {
+  if (name == "planted") return Generator::kPlanted;
+  if (name == "realistic") return Generator::kRealistic;
+  return absl::InvalidArgumentError(
+      absl::StrCat("generator '", name, "' is neither planted nor realistic"));
+}
+
+const char* GeneratorName(Generator generator) {
+  return generator == Generator::kPlanted ? "planted" : "realistic";
+}
 
 absl::StatusOr<std::vector<int64_t>> ParseVocabSizes(absl::string_view text) {
   if (text.empty()) return DefaultVocabSizes();
@@ -199,6 +302,9 @@ absl::Status ValidateDatagenOptions(const DatagenOptions& options) {
                      std::min<int64_t>(kMaxFiles, options.rows),
                      " (at most one file per row)"));
   }
+  if (options.generator == Generator::kRealistic) {
+    return RealisticModel::ValidateOptions(options.model, options.realistic);
+  }
   return PlantedModel::ValidateOptions(options.model);
 }
 
@@ -211,16 +317,21 @@ std::vector<std::string> DatagenFileNames(const std::string& out, int files) {
   return names;
 }
 
-void AppendCriteoLine(const PlantedModel& model, const SyntheticRow& row,
+void AppendCriteoLine(const SyntheticModel& model, const SyntheticRow& row,
                       bool label, std::string* out) {
   out->push_back(label ? '1' : '0');
   for (int i = 0; i < kCriteoNumDense; ++i) {
     out->push_back('\t');
     if (row.int_present[i]) AppendInt(row.ints[i], out);
   }
+  size_t extra = 0;
   for (int f = 0; f < kCriteoNumCategorical; ++f) {
     out->push_back('\t');
     if (row.ranks[f] != 0) AppendHex8(model.HexOf(f, row.ranks[f]), out);
+    for (int k = 0; k < row.extra_counts[f]; ++k) {
+      out->push_back(kCriteoValueSeparator);
+      AppendHex8(model.HexOf(f, row.extra_ranks[extra++]), out);
+    }
   }
   out->push_back('\n');
 }
@@ -228,7 +339,9 @@ void AppendCriteoLine(const PlantedModel& model, const SyntheticRow& row,
 std::string DatagenMetaJson(const DatagenOptions& options,
                             const DatagenResult& result) {
   const PlantedModelOptions& m = options.model;
-  std::string json = "{\n  \"format\": \"criteo\",\n  \"files\": [";
+  std::string json =
+      absl::StrCat("{\n  \"format\": \"criteo\",\n  \"generator\": \"",
+                   GeneratorName(options.generator), "\",\n  \"files\": [");
   for (size_t k = 0; k < result.files.size(); ++k) {
     absl::StrAppend(&json, k == 0 ? "" : ", ", JsonString(result.files[k]));
   }
@@ -241,8 +354,12 @@ std::string DatagenMetaJson(const DatagenOptions& options,
       ",\n  \"first_order_scale\": ", JsonNumber(m.first_order_scale),
       ",\n  \"interaction_scale\": ", JsonNumber(m.interaction_scale),
       ",\n  \"vocab_sizes\": [");
-  const std::vector<int64_t> sizes =
-      m.vocab_sizes.empty() ? DefaultVocabSizes() : m.vocab_sizes;
+  std::vector<int64_t> sizes = m.vocab_sizes;
+  if (sizes.empty()) {
+    sizes = options.generator == Generator::kPlanted
+                ? DefaultVocabSizes()
+                : RealisticModel::DefaultVocabSizes();
+  }
   for (size_t f = 0; f < sizes.size(); ++f) {
     absl::StrAppend(&json, f == 0 ? "" : ", ", sizes[f]);
   }
@@ -255,24 +372,36 @@ std::string DatagenMetaJson(const DatagenOptions& options,
   } else {
     AppendMetricsJson(result.holdout, &json);
   }
+  if (options.generator == Generator::kRealistic) {
+    AppendRealisticJson(options, result, &json);
+  }
   json += "\n}\n";
   return json;
 }
 
 absl::StatusOr<DatagenResult> GenerateData(const DatagenOptions& options) {
   STRATA_RETURN_IF_ERROR(ValidateDatagenOptions(options));
-  STRATA_ASSIGN_OR_RETURN(PlantedModel model,
-                          PlantedModel::Create(options.model));
   DatagenResult result;
-  result.bias = model.bias();
+  STRATA_ASSIGN_OR_RETURN(std::unique_ptr<SyntheticModel> model,
+                          MakeModel(options, &result.spread));
+  result.bias = model->bias();
   result.files = DatagenFileNames(options.out, options.files);
+  std::unique_ptr<LearnableCeiling> oracle;
+  RowObserver observer;
+  if (options.generator == Generator::kRealistic && options.learnable_ceiling &&
+      options.holdout_rows > 0) {
+    oracle = std::make_unique<LearnableCeiling>(
+        static_cast<const RealisticModel&>(*model));
+    observer = [&oracle](const SyntheticRow& row, bool label) {
+      oracle->AddTrainingRow(row, label);
+    };
+  }
   STRATA_ASSIGN_OR_RETURN(
-      result.train, WriteRows(model, kTrainStream, options.rows, result.files));
+      result.train,
+      WriteRows(*model, kTrainStream, options.rows, result.files, observer));
   if (options.holdout_rows > 0) {
-    result.holdout_file = options.out + ".holdout";
-    STRATA_ASSIGN_OR_RETURN(
-        result.holdout, WriteRows(model, kHoldoutStream, options.holdout_rows,
-                                  {result.holdout_file}));
+    STRATA_RETURN_IF_ERROR(
+        WriteHoldout(*model, options, oracle.get(), &result));
   }
   result.meta_file = options.out + ".meta.json";
   OutputFile meta;

@@ -8,11 +8,23 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "worker/data/planted_model.h"
+#include "worker/data/realistic_model.h"
 
 namespace strata {
 
+// planted: PlantedModel (a DLRM-shaped truth, signal in dense pairwise
+// interactions). realistic: RealisticModel (single-feature effects dominant,
+// users and ads, drift, optional multi-hot fields).
+enum class Generator { kPlanted, kRealistic };
+
 struct DatagenOptions {
+  Generator generator = Generator::kPlanted;
   PlantedModelOptions model;
+  // Realistic only; time_rows is set to `rows`.
+  RealisticOptions realistic;
+  // Realistic only, with holdout rows: fit the learnable-ceiling estimator
+  // (LearnableCeiling) on the training rows and measure it on the holdout.
+  bool learnable_ceiling = true;
   // Training rows, split over `files` files in order.
   int64_t rows = 1000000;
   // Rows of a separate held-out file (its own random stream: the same for any
@@ -40,8 +52,19 @@ struct DatagenResult {
   std::string meta_file;
   double bias = 0;
   PlantedMetrics train;
-  PlantedMetrics holdout;
+  PlantedMetrics holdout;  // its AUC is the Bayes ceiling
+  // Realistic only.
+  LogitSpread spread;
+  bool has_learnable = false;
+  PlantedMetrics learnable;  // the learnable-ceiling estimator on the holdout
+  double learnable_fit_seconds = 0;
+  // Share of the holdout's categorical values (multi-hot ones each) that no
+  // training row has.
+  double holdout_unseen_share = 0;
 };
+
+absl::StatusOr<Generator> ParseGenerator(absl::string_view name);
+const char* GeneratorName(Generator generator);
 
 // Parses "10,20,..." (26 positive integers); empty text gives the default.
 absl::StatusOr<std::vector<int64_t>> ParseVocabSizes(absl::string_view text);
@@ -63,7 +86,7 @@ std::vector<std::string> DatagenFileNames(const std::string& out, int files);
 absl::StatusOr<DatagenResult> GenerateData(const DatagenOptions& options);
 
 // Appends one row as a Criteo line (40 fields, '\n'-terminated).
-void AppendCriteoLine(const PlantedModel& model, const SyntheticRow& row,
+void AppendCriteoLine(const SyntheticModel& model, const SyntheticRow& row,
                       bool label, std::string* out);
 
 // The JSON of <out>.meta.json.

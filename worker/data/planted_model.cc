@@ -17,42 +17,9 @@ namespace {
 constexpr double kDenseWeightScale = 0.15;
 constexpr double kScalarScale = 0.25;
 constexpr double kEmbeddingScale = 0.16;
-constexpr double kSqrt3 = 1.7320508075688772;
 
 constexpr int kPilotRows = 20000;
 constexpr uint64_t kPilotStream = 2;
-
-// A keyed bijection on 32 bits: xor-shifts by 16 undo themselves and odd
-// multipliers have inverses mod 2^32.
-constexpr uint32_t kMul1 = 0x7FEB352Du;
-constexpr uint32_t kMul2 = 0x846CA68Bu;
-
-constexpr uint32_t InverseMod32(uint32_t a) {
-  uint32_t x = a;  // correct to 3 bits for odd a; each step doubles that
-  for (int i = 0; i < 5; ++i) x *= 2u - a * x;
-  return x;
-}
-
-uint32_t Mix32(uint32_t x) {
-  x ^= x >> 16;
-  x *= kMul1;
-  x ^= x >> 16;
-  x *= kMul2;
-  return x ^ (x >> 16);
-}
-
-uint32_t Unmix32(uint32_t x) {
-  x ^= x >> 16;
-  x *= InverseMod32(kMul2);
-  x ^= x >> 16;
-  x *= InverseMod32(kMul1);
-  return x ^ (x >> 16);
-}
-
-// Uniform in [-sqrt(3), sqrt(3)): mean 0, variance 1.
-double UnitVarianceUniform(uint64_t bits) {
-  return (2 * SplitMix64Rng::ToUnit(bits) - 1) * kSqrt3;
-}
 
 }  // namespace
 
@@ -135,6 +102,7 @@ PlantedModel::PlantedModel(PlantedModelOptions options)
 
 void PlantedModel::SampleRow(uint64_t stream, int64_t row,
                              SyntheticRow* out) const {
+  out->ClearExtras();
   SplitMix64Rng rng(
       Mix64(Mix64(seed_mix_ ^ stream) + static_cast<uint64_t>(row)));
   for (int i = 0; i < kCriteoNumDense; ++i) {
@@ -197,10 +165,6 @@ double PlantedModel::Logit(const SyntheticRow& row) const {
   return logit + 0.5 * (norm2 - sum_of_squares);
 }
 
-double PlantedModel::Sigmoid(double logit) {
-  return 1.0 / (1.0 + std::exp(-logit));
-}
-
 uint32_t PlantedModel::HexOf(int field, uint32_t rank) const {
   return Mix32(rank + hex_key_[field]);
 }
@@ -234,48 +198,6 @@ void PlantedModel::CalibrateBias() {
     (mean < options_.target_ctr ? lo : hi) = mid;
   }
   bias_ = 0.5 * (lo + hi);
-}
-
-absl::StatusOr<PlantedModel::LabeledLogit> PlantedModel::LogitOfLine(
-    absl::string_view line) const {
-  SyntheticRow row;
-  LabeledLogit result{0, 0};
-  int field = 0;
-  size_t start = 0;
-  while (true) {
-    const size_t tab = line.find('\t', start);
-    const absl::string_view text =
-        line.substr(start, tab == absl::string_view::npos ? tab : tab - start);
-    bool ok = true;
-    if (field >= kCriteoNumFields) {
-      ok = false;
-    } else if (field == 0) {
-      ok = text == "0" || text == "1";
-      result.label = text == "1" ? 1.0f : 0.0f;
-    } else if (field <= kCriteoNumDense) {
-      row.int_present[field - 1] = !text.empty();
-      ok = text.empty() || ParseCriteoInteger(text, &row.ints[field - 1]);
-    } else {
-      const int f = field - 1 - kCriteoNumDense;
-      uint32_t hex = 0;
-      row.ranks[f] = 0;
-      ok = text.empty() ||
-           (ParseCriteoHex(text, &hex) && RankOf(f, hex, &row.ranks[f]));
-    }
-    if (!ok) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "field ", field, " '", text, "' is not one this model writes"));
-    }
-    ++field;
-    if (tab == absl::string_view::npos) break;
-    start = tab + 1;
-  }
-  if (field != kCriteoNumFields) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("line has ", field, " fields, not ", kCriteoNumFields));
-  }
-  result.logit = Logit(row);
-  return result;
 }
 
 }  // namespace strata

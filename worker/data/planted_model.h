@@ -8,16 +8,9 @@
 #include "absl/strings/string_view.h"
 #include "worker/data/criteo_format.h"
 #include "worker/data/random.h"
+#include "worker/data/synthetic_model.h"
 
 namespace strata {
-
-// One synthetic example before it is written as text.
-struct SyntheticRow {
-  int64_t ints[kCriteoNumDense] = {};
-  bool int_present[kCriteoNumDense] = {};      // false: written as empty
-  uint32_t ranks[kCriteoNumCategorical] = {};  // 1..vocab; 0: empty (missing)
-  double label_draw = 0;  // uniform in (0, 1): label = draw < probability
-};
 
 struct PlantedModelOptions {
   uint64_t seed = 1;
@@ -55,7 +48,7 @@ std::vector<int64_t> DefaultVocabSizes();
 // DLRM's dot interaction, so a DLRM can learn it. Categorical value of rank r
 // is written as HexOf(field, r), a keyed bijection, so values of a field never
 // collide. Immutable after Create; thread-safe.
-class PlantedModel {
+class PlantedModel : public SyntheticModel {
  public:
   static constexpr int kEmbeddingDim = 8;
 
@@ -65,26 +58,13 @@ class PlantedModel {
   // INVALID_ARGUMENT for bad options. Calibrates the bias on a pilot sample.
   static absl::StatusOr<PlantedModel> Create(PlantedModelOptions options);
 
-  // Row `row` of stream `stream` (0: training data, 1: holdout); a pure
-  // function of (seed, stream, row), so rows can be made in any order.
-  void SampleRow(uint64_t stream, int64_t row, SyntheticRow* out) const;
+  void SampleRow(uint64_t stream, int64_t row,
+                 SyntheticRow* out) const override;
+  double Logit(const SyntheticRow& row) const override;
+  uint32_t HexOf(int field, uint32_t rank) const override;
+  bool RankOf(int field, uint32_t hex, uint32_t* rank) const override;
 
-  double Logit(const SyntheticRow& row) const;
-  static double Sigmoid(double logit);
-
-  uint32_t HexOf(int field, uint32_t rank) const;
-  // Inverse of HexOf; false if `hex` is no value of the field.
-  bool RankOf(int field, uint32_t hex, uint32_t* rank) const;
-
-  // Recomputes the logit of a line as strata-datagen writes it (40 fields);
-  // for checks. INVALID_ARGUMENT if the line is not one this model wrote.
-  struct LabeledLogit {
-    float label;
-    double logit;
-  };
-  absl::StatusOr<LabeledLogit> LogitOfLine(absl::string_view line) const;
-
-  double bias() const { return bias_; }
+  double bias() const override { return bias_; }
   const PlantedModelOptions& options() const { return options_; }
 
  private:

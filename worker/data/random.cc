@@ -6,6 +6,15 @@ namespace strata {
 namespace {
 
 constexpr double kTwoPi = 6.283185307179586476925286766559;
+constexpr double kSqrt3 = 1.7320508075688772;
+constexpr uint32_t kMul1 = 0x7FEB352Du;
+constexpr uint32_t kMul2 = 0x846CA68Bu;
+
+constexpr uint32_t InverseMod32(uint32_t a) {
+  uint32_t x = a;  // correct to 3 bits for odd a; each step doubles that
+  for (int i = 0; i < 5; ++i) x *= 2u - a * x;
+  return x;
+}
 
 // log1p(x) / x and expm1(x) / x, continuous at 0.
 double Helper1(double x) {
@@ -19,6 +28,26 @@ double Helper2(double x) {
 }
 
 }  // namespace
+
+uint32_t Mix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= kMul1;
+  x ^= x >> 16;
+  x *= kMul2;
+  return x ^ (x >> 16);
+}
+
+uint32_t Unmix32(uint32_t x) {
+  x ^= x >> 16;
+  x *= InverseMod32(kMul2);
+  x ^= x >> 16;
+  x *= InverseMod32(kMul1);
+  return x ^ (x >> 16);
+}
+
+double UnitVarianceUniform(uint64_t bits) {
+  return (2 * SplitMix64Rng::ToUnit(bits) - 1) * kSqrt3;
+}
 
 double SplitMix64Rng::Normal() {
   const double u1 = Uniform();

@@ -59,6 +59,15 @@ class ZipfSampler {
   double squeeze_;
 };
 
+// A bijection on 32 bits (xor-shifts by 16 undo themselves and odd
+// multipliers have inverses mod 2^32): synthetic categorical values are
+// written as Mix32(rank + key), so the values of a field never collide.
+uint32_t Mix32(uint32_t x);
+uint32_t Unmix32(uint32_t x);
+
+// Uniform in [-sqrt(3), sqrt(3)) from 64 random bits: mean 0, variance 1.
+double UnitVarianceUniform(uint64_t bits);
+
 }  // namespace strata
 
 #endif  // STRATA_WORKER_DATA_RANDOM_H_

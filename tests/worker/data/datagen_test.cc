@@ -262,6 +262,20 @@ TEST(DatagenTest, BinaryWritesDataAndRejectsBadFlags) {
   const int status = std::system(bad.c_str());
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 2);
+
+  const std::string realistic = absl::StrCat(
+      bin, " --generator=realistic --rows=2000 --holdout_rows=500 --out=", dir,
+      "/z > ", dir, "/stdout_z");
+  ASSERT_EQ(std::system(realistic.c_str()), 0);
+  EXPECT_THAT(ReadTextFile(dir + "/stdout_z"),
+              HasSubstr("ceilings on the holdout: Bayes AUC"));
+  EXPECT_THAT(ReadTextFile(dir + "/z.meta.json"), HasSubstr("learnable_auc"));
+  const std::string unknown = absl::StrCat(bin, " --generator=dlrm --out=", dir,
+                                           "/w 2> ", dir, "/stderr_w");
+  const int unknown_status = std::system(unknown.c_str());
+  ASSERT_TRUE(WIFEXITED(unknown_status));
+  EXPECT_EQ(WEXITSTATUS(unknown_status), 2);
+  EXPECT_THAT(ReadTextFile(dir + "/stderr_w"), HasSubstr("'dlrm'"));
 }
 
 }  // namespace

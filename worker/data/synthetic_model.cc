@@ -1,0 +1,84 @@
+#include "worker/data/synthetic_model.h"
+
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+
+namespace strata {
+namespace {
+
+// Parses one categorical field's text (empty, or values separated by ',')
+// into row->ranks[f] and its extras; false if a value is not one of the
+// model's.
+bool ParseCategorical(const SyntheticModel& model, int f,
+                      absl::string_view text, SyntheticRow* row) {
+  row->ranks[f] = 0;
+  if (text.empty()) return true;
+  bool first = true;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(kCriteoValueSeparator, start);
+    const absl::string_view value = text.substr(
+        start, comma == absl::string_view::npos ? comma : comma - start);
+    uint32_t hex = 0;
+    uint32_t rank = 0;
+    if (!ParseCriteoHex(value, &hex) || !model.RankOf(f, hex, &rank)) {
+      return false;
+    }
+    if (first) {
+      row->ranks[f] = rank;
+      first = false;
+    } else {
+      row->extra_ranks.push_back(rank);
+      ++row->extra_counts[f];
+    }
+    if (comma == absl::string_view::npos) return true;
+    start = comma + 1;
+  }
+}
+
+}  // namespace
+
+double SyntheticModel::Sigmoid(double logit) {
+  return 1.0 / (1.0 + std::exp(-logit));
+}
+
+absl::StatusOr<SyntheticModel::LabeledLogit> SyntheticModel::LogitOfLine(
+    absl::string_view line) const {
+  SyntheticRow row;
+  LabeledLogit result{0, 0};
+  int field = 0;
+  size_t start = 0;
+  while (true) {
+    const size_t tab = line.find('\t', start);
+    const absl::string_view text =
+        line.substr(start, tab == absl::string_view::npos ? tab : tab - start);
+    bool ok = true;
+    if (field >= kCriteoNumFields) {
+      ok = false;
+    } else if (field == 0) {
+      ok = text == "0" || text == "1";
+      result.label = text == "1" ? 1.0f : 0.0f;
+    } else if (field <= kCriteoNumDense) {
+      row.int_present[field - 1] = !text.empty();
+      ok = text.empty() || ParseCriteoInteger(text, &row.ints[field - 1]);
+    } else {
+      ok = ParseCategorical(*this, field - 1 - kCriteoNumDense, text, &row);
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "field ", field, " '", text, "' is not one this model writes"));
+    }
+    ++field;
+    if (tab == absl::string_view::npos) break;
+    start = tab + 1;
+  }
+  if (field != kCriteoNumFields) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("line has ", field, " fields, not ", kCriteoNumFields));
+  }
+  result.logit = Logit(row);
+  return result;
+}
+
+}  // namespace strata
