@@ -116,3 +116,19 @@ def test_wide_run_compares_the_wide_term_with_logistic_regression():
     for row in rows:
         assert 0.5 < float(row[2]) < 1.0, row
         assert float(row[3]) > 0 and float(row[4]) > 0, row
+
+
+def test_realistic_run_reports_both_ceilings_and_each_model():
+    build = m.bin_dir().parent
+    env = dict(os.environ, ROUNDS="1", ROWS="20000", HOLDOUT_ROWS="4000")
+    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_realistic.sh"),
+                           str(build)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "Bayes AUC 0." in done.stdout and "learnable AUC 0." in done.stdout
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in done.stdout.splitlines() if line.startswith("| 1 |")]
+    assert [row[1] for row in rows] == ["deep", "deep+wide"], done.stdout
+    for row in rows:
+        assert 0.5 < float(row[2]) < 1.0, row
+        assert int(row[8]) > 1000, row  # rows the table ends with

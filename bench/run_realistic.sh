@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# strata-worker on strata-datagen --generator=realistic data, next to the
+# data's two ceilings on the holdout: the Bayes AUC (true probabilities) and
+# the learnable AUC (an estimator that knows the generator's form, fitted on
+# the same training rows). Per round, in alternating order, on a new table
+# of the same 2 shards:
+#   deep        the README's defaults (one epoch, batch 1024, Adagrad 0.05)
+#   deep+wide   the same with --wide (wide learning rate 0.5)
+# Prints a markdown table: holdout AUC, its gap to the learnable ceiling,
+# seconds and CPU-seconds of training (the worker's process), samples/s,
+# and the rows the table ends with.
+#
+# Usage: bench/run_realistic.sh [BUILD_DIR]
+# Environment: ROUNDS [3], ROWS [1000000], HOLDOUT_ROWS [100000],
+#              DATAGEN_FLAGS [] (more strata-datagen flags)
+set -uo pipefail
+BUILD_DIR=${1:-build}
+ROUNDS=${ROUNDS:-3}
+ROWS=${ROWS:-1000000}
+HOLDOUT_ROWS=${HOLDOUT_ROWS:-100000}
+DATAGEN_FLAGS=${DATAGEN_FLAGS:-}
+BIN="$BUILD_DIR/bin"
+HERE="$(dirname "${BASH_SOURCE[0]}")"
+source "$HERE/lib.sh"
+bench_start realistic
+
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+start_shards 2
+# shellcheck disable=SC2086
+"$BIN/strata-datagen" --generator=realistic --rows="$ROWS" \
+  --holdout_rows="$HOLDOUT_ROWS" --out="$WORK/rows" $DATAGEN_FLAGS \
+  >"$WORK/datagen.out" || exit 1
+read -r bayes learnable unseen fit < <(python3 -c '
+import json, sys
+m = json.load(open(sys.argv[1]))
+c = m["ceilings"]
+print("%.4f %.4f %.1f %.1f" % (c["bayes_auc"], c["learnable_auc"],
+      100 * m["holdout_unseen_value_share"], c["learnable_fit_seconds"]))' \
+  "$WORK/rows.meta.json")
+echo "realistic data: $ROWS training rows, $HOLDOUT_ROWS held out," \
+  "Bayes AUC $bayes, learnable AUC $learnable (fitted in $fit s)," \
+  "$unseen% of holdout values unseen in training"
+
+table=0
+run_way() {
+  local round=$1 way=$2 flags=()
+  [[ $way == deep+wide ]] && flags=(--wide --wide_learning_rate=0.5)
+  table=$((table + 1))
+  "$BIN/strata-worker" --shards="$SHARDS" --train_files="$WORK/rows" \
+    --eval_files="$WORK/rows.holdout" --table="t$table" \
+    --result_file="$WORK/result.json" "${flags[@]}" \
+    >"$WORK/worker.log" 2>&1 || {
+    echo "run_realistic.sh: strata-worker $way failed:" >&2
+    tail -5 "$WORK/worker.log" >&2
+    exit 1
+  }
+  local rows
+  rows=$("$BIN/stratactl" --shards="$SHARDS" --json tables | python3 -c '
+import json, sys
+print(sum(t["rows"] for t in json.load(sys.stdin)["tables"]
+          if t["name"] == sys.argv[1]))' "t$table")
+  python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+auc = r["eval_auc"]
+print("| %s | %s | %.4f | %.4f | %.1f | %.1f | %.0f | %.1f | %s |" % (
+    sys.argv[2], sys.argv[3], auc, float(sys.argv[4]) - auc, r["seconds"],
+    r["cpu_seconds"], int(sys.argv[5]) / r["seconds"],
+    r["cpu_seconds"] / int(sys.argv[5]) * 1e6, sys.argv[6]))' \
+    "$WORK/result.json" "$round" "$way" "$learnable" "$ROWS" "$rows"
+}
+
+echo "| round | model | holdout AUC | below learnable | seconds | CPU-s | samples/s | CPU-us per sample | table rows |"
+echo "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+for round in $(seq "$ROUNDS"); do
+  ways=(deep deep+wide)
+  ((round % 2 == 0)) && ways=(deep+wide deep)
+  for way in "${ways[@]}"; do run_way "$round" "$way"; done
+done
