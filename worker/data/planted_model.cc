@@ -14,7 +14,6 @@ namespace {
 // Scales of the planted terms, chosen so that the logit's spread gives a
 // planted AUC near 0.8 (like models on the real Criteo data) with each kind
 // of term contributing.
-constexpr double kDenseWeightScale = 0.15;
 constexpr double kScalarScale = 0.25;
 constexpr double kEmbeddingScale = 0.16;
 
@@ -79,7 +78,8 @@ absl::StatusOr<PlantedModel> PlantedModel::Create(PlantedModelOptions options) {
 
 PlantedModel::PlantedModel(PlantedModelOptions options)
     : options_(std::move(options)),
-      seed_mix_(Mix64(options_.seed ^ 0x504C414E544544ull)) {  // "PLANTED"
+      seed_mix_(Mix64(options_.seed ^ 0x504C414E544544ull)),  // "PLANTED"
+      dense_(seed_mix_, /*negatives=*/true) {
   for (int f = 0; f < kCriteoNumCategorical; ++f) {
     zipf_.emplace_back(static_cast<uint64_t>(options_.vocab_sizes[f]),
                        options_.zipf_s);
@@ -89,15 +89,6 @@ PlantedModel::PlantedModel(PlantedModelOptions options)
     const double u = rng.Uniform();
     missing_rate_[f] = f % 4 == 3 ? 0.05 + 0.35 * u : 0.0;
   }
-  for (int i = 0; i < kCriteoNumDense; ++i) {
-    SplitMix64Rng rng(Mix64(seed_mix_ ^ (0x200 + i)));
-    dense_weight_[i] = kDenseWeightScale * (2 * rng.Uniform() - 1);
-    const double u = rng.Uniform();
-    empty_rate_[i] = i % 3 == 0 ? 0.0 : 0.02 + 0.43 * u;
-    negative_rate_[i] = i == 1 ? 0.08 : 0.0;  // like I2 of the real data
-    log_mean_[i] = 0.5 + 3.0 * rng.Uniform();
-    log_stddev_[i] = 0.5 + 1.5 * rng.Uniform();
-  }
 }
 
 void PlantedModel::SampleRow(uint64_t stream, int64_t row,
@@ -105,17 +96,7 @@ void PlantedModel::SampleRow(uint64_t stream, int64_t row,
   out->ClearExtras();
   SplitMix64Rng rng(
       Mix64(Mix64(seed_mix_ ^ stream) + static_cast<uint64_t>(row)));
-  for (int i = 0; i < kCriteoNumDense; ++i) {
-    out->int_present[i] = rng.Uniform() >= empty_rate_[i];
-    out->ints[i] = 0;
-    if (!out->int_present[i]) continue;
-    if (negative_rate_[i] > 0 && rng.Uniform() < negative_rate_[i]) {
-      out->ints[i] = -1 - static_cast<int64_t>(rng.Next() % 3);
-    } else {
-      const double x = std::exp(log_mean_[i] + log_stddev_[i] * rng.Normal());
-      out->ints[i] = static_cast<int64_t>(std::fmin(std::floor(x), 1e9));
-    }
-  }
+  dense_.Sample(rng, out);
   for (int f = 0; f < kCriteoNumCategorical; ++f) {
     if (missing_rate_[f] > 0 && rng.Uniform() < missing_rate_[f]) {
       out->ranks[f] = 0;
@@ -138,12 +119,7 @@ uint64_t PlantedModel::ParamBase(int field, uint32_t rank) const {
 }
 
 double PlantedModel::Logit(const SyntheticRow& row) const {
-  double logit = bias_;
-  for (int i = 0; i < kCriteoNumDense; ++i) {
-    if (row.int_present[i]) {
-      logit += dense_weight_[i] * CriteoDenseTransform(row.ints[i]);
-    }
-  }
+  double logit = bias_ + dense_.Logit(row);
   // sum_{f<g} <e_f, e_g> = (|sum_f e_f|^2 - sum_f |e_f|^2) / 2.
   double sum[kEmbeddingDim] = {};
   double sum_of_squares = 0;
@@ -188,16 +164,7 @@ void PlantedModel::CalibrateBias() {
     SampleRow(kPilotStream, r, &row);
     logits[r] = Logit(row);
   }
-  double lo = -30;
-  double hi = 30;
-  for (int iteration = 0; iteration < 60; ++iteration) {
-    const double mid = 0.5 * (lo + hi);
-    double mean = 0;
-    for (double z : logits) mean += Sigmoid(z + mid);
-    mean /= kPilotRows;
-    (mean < options_.target_ctr ? lo : hi) = mid;
-  }
-  bias_ = 0.5 * (lo + hi);
+  bias_ = BiasForMeanProbability(logits, options_.target_ctr);
 }
 
 }  // namespace strata

@@ -75,15 +75,11 @@ class PlantedModel : public SyntheticModel {
 
   PlantedModelOptions options_;
   uint64_t seed_mix_;
+  SyntheticDenseFeatures dense_;
   double bias_ = 0;
   std::vector<ZipfSampler> zipf_;
   uint32_t hex_key_[kCriteoNumCategorical];
   double missing_rate_[kCriteoNumCategorical];
-  double dense_weight_[kCriteoNumDense];
-  double empty_rate_[kCriteoNumDense];
-  double negative_rate_[kCriteoNumDense];
-  double log_mean_[kCriteoNumDense];
-  double log_stddev_[kCriteoNumDense];
 };
 
 }  // namespace strata

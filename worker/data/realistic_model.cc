@@ -14,7 +14,6 @@ namespace {
 // Scales of the terms (before first_order_scale and interaction_scale),
 // chosen so that single-feature effects carry most of the logit's variance
 // and the Bayes AUC is near 0.8, like models on real click logs.
-constexpr double kDenseWeightScale = 0.15;
 constexpr double kFirstOrderScale = 0.22;
 constexpr double kEntityScale = 0.45;
 constexpr double kVectorScale = 0.45;
@@ -117,7 +116,8 @@ RealisticModel::RealisticModel(PlantedModelOptions base,
                                RealisticOptions options)
     : base_(std::move(base)),
       options_(options),
-      seed_mix_(Mix64(base_.seed ^ 0x5245414C495354ull)) {  // "REALIST"
+      seed_mix_(Mix64(base_.seed ^ 0x5245414C495354ull)),  // "REALIST"
+      dense_(seed_mix_, /*negatives=*/false) {
   for (int f = 0; f < kCriteoNumCategorical; ++f) {
     const int64_t vocab = base_.vocab_sizes[f];
     zipf_.emplace_back(IsIdField(f) ? StableIds(vocab) : vocab, base_.zipf_s);
@@ -125,14 +125,6 @@ RealisticModel::RealisticModel(PlantedModelOptions base,
     hex_key_[f] = static_cast<uint32_t>(rng.Next());
     const double u = rng.Uniform();
     missing_rate_[f] = f % 4 == 3 ? 0.05 + 0.35 * u : 0.0;
-  }
-  for (int i = 0; i < kCriteoNumDense; ++i) {
-    SplitMix64Rng rng(Mix64(seed_mix_ ^ (0x200 + i)));
-    dense_weight_[i] = kDenseWeightScale * (2 * rng.Uniform() - 1);
-    const double u = rng.Uniform();
-    empty_rate_[i] = i % 3 == 0 ? 0.0 : 0.02 + 0.43 * u;
-    log_mean_[i] = 0.5 + 3.0 * rng.Uniform();
-    log_stddev_[i] = 0.5 + 1.5 * rng.Uniform();
   }
 }
 
@@ -190,13 +182,7 @@ void RealisticModel::SampleRow(uint64_t stream, int64_t row,
   out->ClearExtras();
   SplitMix64Rng rng(
       Mix64(Mix64(seed_mix_ ^ stream) + static_cast<uint64_t>(row)));
-  for (int i = 0; i < kCriteoNumDense; ++i) {
-    out->int_present[i] = rng.Uniform() >= empty_rate_[i];
-    out->ints[i] = 0;
-    if (!out->int_present[i]) continue;
-    const double x = std::exp(log_mean_[i] + log_stddev_[i] * rng.Normal());
-    out->ints[i] = static_cast<int64_t>(std::fmin(std::floor(x), 1e9));
-  }
+  dense_.Sample(rng, out);
   // The holdout (stream 1) comes after the training rows in time.
   const double time =
       static_cast<double>(row) / options_.time_rows + (stream == 1 ? 1.0 : 0.0);
@@ -268,11 +254,7 @@ double RealisticModel::Vector(int field, uint32_t rank, int d) const {
 
 LogitSpread RealisticModel::Terms(const SyntheticRow& row) const {
   LogitSpread terms;
-  for (int i = 0; i < kCriteoNumDense; ++i) {
-    if (row.int_present[i]) {
-      terms.dense += dense_weight_[i] * CriteoDenseTransform(row.ints[i]);
-    }
-  }
+  terms.dense = dense_.Logit(row);
   size_t extra = 0;
   for (int f = 0; f < kCriteoNumCategorical; ++f) {
     double effect = FirstOrder(f, row.ranks[f]);
@@ -327,16 +309,7 @@ void RealisticModel::Calibrate() {
   spread_ = {StandardDeviation(parts[0]), StandardDeviation(parts[1]),
              StandardDeviation(parts[2]), StandardDeviation(parts[3]),
              StandardDeviation(parts[4])};
-  double lo = -30;
-  double hi = 30;
-  for (int iteration = 0; iteration < 60; ++iteration) {
-    const double mid = 0.5 * (lo + hi);
-    double mean = 0;
-    for (double z : parts[4]) mean += Sigmoid(z + mid);
-    mean /= kPilotRows;
-    (mean < base_.target_ctr ? lo : hi) = mid;
-  }
-  bias_ = 0.5 * (lo + hi);
+  bias_ = BiasForMeanProbability(parts[4], base_.target_ctr);
 }
 
 }  // namespace strata

@@ -113,15 +113,12 @@ class RealisticModel : public SyntheticModel {
   PlantedModelOptions base_;
   RealisticOptions options_;
   uint64_t seed_mix_;
+  SyntheticDenseFeatures dense_;
   double bias_ = 0;
   LogitSpread spread_;
   std::vector<ZipfSampler> zipf_;  // per field; id fields: the stable half
   uint32_t hex_key_[kCriteoNumCategorical];
   double missing_rate_[kCriteoNumCategorical];
-  double dense_weight_[kCriteoNumDense];
-  double empty_rate_[kCriteoNumDense];
-  double log_mean_[kCriteoNumDense];
-  double log_stddev_[kCriteoNumDense];
 };
 
 }  // namespace strata

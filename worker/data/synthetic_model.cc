@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "common/hash.h"
 
 namespace strata {
 namespace {
@@ -38,6 +39,59 @@ bool ParseCategorical(const SyntheticModel& model, int f,
 }
 
 }  // namespace
+
+SyntheticDenseFeatures::SyntheticDenseFeatures(uint64_t seed_mix,
+                                               bool negatives) {
+  constexpr double kWeightScale = 0.15;
+  for (int i = 0; i < kCriteoNumDense; ++i) {
+    SplitMix64Rng rng(Mix64(seed_mix ^ (0x200 + i)));
+    weight_[i] = kWeightScale * (2 * rng.Uniform() - 1);
+    const double u = rng.Uniform();
+    empty_rate_[i] = i % 3 == 0 ? 0.0 : 0.02 + 0.43 * u;
+    negative_rate_[i] = negatives && i == 1 ? 0.08 : 0.0;
+    log_mean_[i] = 0.5 + 3.0 * rng.Uniform();
+    log_stddev_[i] = 0.5 + 1.5 * rng.Uniform();
+  }
+}
+
+void SyntheticDenseFeatures::Sample(SplitMix64Rng& rng,
+                                    SyntheticRow* out) const {
+  for (int i = 0; i < kCriteoNumDense; ++i) {
+    out->int_present[i] = rng.Uniform() >= empty_rate_[i];
+    out->ints[i] = 0;
+    if (!out->int_present[i]) continue;
+    if (negative_rate_[i] > 0 && rng.Uniform() < negative_rate_[i]) {
+      out->ints[i] = -1 - static_cast<int64_t>(rng.Next() % 3);
+    } else {
+      const double x = std::exp(log_mean_[i] + log_stddev_[i] * rng.Normal());
+      out->ints[i] = static_cast<int64_t>(std::fmin(std::floor(x), 1e9));
+    }
+  }
+}
+
+double SyntheticDenseFeatures::Logit(const SyntheticRow& row) const {
+  double logit = 0;
+  for (int i = 0; i < kCriteoNumDense; ++i) {
+    if (row.int_present[i]) {
+      logit += weight_[i] * CriteoDenseTransform(row.ints[i]);
+    }
+  }
+  return logit;
+}
+
+double BiasForMeanProbability(const std::vector<double>& logits,
+                              double target) {
+  double lo = -30;
+  double hi = 30;
+  for (int iteration = 0; iteration < 60; ++iteration) {
+    const double mid = 0.5 * (lo + hi);
+    double mean = 0;
+    for (double z : logits) mean += SyntheticModel::Sigmoid(z + mid);
+    mean /= static_cast<double>(logits.size());
+    (mean < target ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
 
 double SyntheticModel::Sigmoid(double logit) {
   return 1.0 / (1.0 + std::exp(-logit));

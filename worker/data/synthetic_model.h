@@ -7,6 +7,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "worker/data/criteo_format.h"
+#include "worker/data/random.h"
 
 namespace strata {
 
@@ -26,6 +27,29 @@ struct SyntheticRow {
     extra_ranks.clear();
   }
 };
+
+// The 13 integer fields of synthetic rows: log-normal counts, some often
+// empty, and a linear effect of each one's CriteoDenseTransform on the logit.
+// Parameters are drawn from `seed_mix`. Immutable; thread-safe.
+class SyntheticDenseFeatures {
+ public:
+  // negatives: I2 is negative in 8% of rows, as in the real data.
+  SyntheticDenseFeatures(uint64_t seed_mix, bool negatives);
+
+  void Sample(SplitMix64Rng& rng, SyntheticRow* out) const;
+  double Logit(const SyntheticRow& row) const;
+
+ private:
+  double weight_[kCriteoNumDense];
+  double empty_rate_[kCriteoNumDense];
+  double negative_rate_[kCriteoNumDense];
+  double log_mean_[kCriteoNumDense];
+  double log_stddev_[kCriteoNumDense];
+};
+
+// The bias that makes the mean of Sigmoid(logit + bias) over `logits` equal
+// `target` (bisection over [-30, 30]).
+double BiasForMeanProbability(const std::vector<double>& logits, double target);
 
 // The ground truth behind a synthetic data set: rows drawn from a seed, a
 // logit per row, and the text of each categorical value. Implementations are
