@@ -13,6 +13,11 @@
 #                     COUNT, data in $WORK/s<i>, the FLAGs added) and waits
 #                     for their ports; sets SHARDS (host:port,...) and
 #                     SHARD_PIDS
+#   train_on_rows TABLE [FLAG...]
+#                     runs strata-worker against $SHARDS on $WORK/rows
+#                     (evaluated on $WORK/rows.holdout) into table TABLE,
+#                     its result in $WORK/result.json; exits the script with
+#                     the log's tail if it fails
 #   cpu_seconds PID   utime + stime of PID, in seconds
 #   field LINE KEY    the value of KEY=value in a strata-bench summary line
 
@@ -76,3 +81,15 @@ cpu_seconds() {
 }
 
 field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
+
+train_on_rows() {
+  local table=$1
+  shift
+  "$BIN/strata-worker" --shards="$SHARDS" --train_files="$WORK/rows" \
+    --eval_files="$WORK/rows.holdout" --table="$table" \
+    --result_file="$WORK/result.json" "$@" >"$WORK/worker.log" 2>&1 || {
+    echo "$(basename "$0"): strata-worker $* failed:" >&2
+    tail -5 "$WORK/worker.log" >&2
+    exit 1
+  }
+}

@@ -63,14 +63,7 @@ run_way() {
         deep+wide\*) flags=("${TUNED[@]}" --wide --wide_learning_rate=0.5) ;;
       esac
       table=$((table + 1))
-      "$BIN/strata-worker" --shards="$SHARDS" --train_files="$WORK/rows" \
-        --eval_files="$WORK/rows.holdout" --table="t$table" \
-        --result_file="$WORK/result.json" "${flags[@]}" \
-        >"$WORK/worker.log" 2>&1 || {
-        echo "run_wide.sh: strata-worker $way failed:" >&2
-        tail -5 "$WORK/worker.log" >&2
-        exit 1
-      }
+      train_on_rows "t$table" "${flags[@]}"
       python3 -c 'import json,sys; r = json.load(open(sys.argv[1])); print("| %s | %s | %.5f | %.2f | %.2f |" % (sys.argv[2], sys.argv[3], r["eval_auc"], r["seconds"], r["cpu_seconds"]))' \
         "$WORK/result.json" "$round" "$way"
       ;;
