@@ -6,6 +6,9 @@
 # of the same 2 shards:
 #   deep        the README's defaults (one epoch, batch 1024, Adagrad 0.05)
 #   deep+wide   the same with --wide (wide learning rate 0.5)
+#   tuned       deploy/local/cluster.yaml's workers' flags (the quickstart's:
+#               --wide, Adagrad 0.2 on the rows, dense Adam 0.003), one
+#               worker with batch 128, the two ranks' global batch there
 # Prints a markdown table: holdout AUC, its gap to the learnable ceiling,
 # seconds and CPU-seconds of training (the worker's process), samples/s,
 # and the rows the table ends with.
@@ -44,16 +47,15 @@ echo "realistic data: $ROWS training rows, $HOLDOUT_ROWS held out," \
 table=0
 run_way() {
   local round=$1 way=$2 flags=()
-  [[ $way == deep+wide ]] && flags=(--wide --wide_learning_rate=0.5)
+  case $way in
+    deep+wide) flags=(--wide --wide_learning_rate=0.5) ;;
+    tuned)
+      flags=(--wide --wide_learning_rate=0.3 --batch_size=128
+        --sparse_learning_rate=0.2 --dense_learning_rate=0.003)
+      ;;
+  esac
   table=$((table + 1))
-  "$BIN/strata-worker" --shards="$SHARDS" --train_files="$WORK/rows" \
-    --eval_files="$WORK/rows.holdout" --table="t$table" \
-    --result_file="$WORK/result.json" "${flags[@]}" \
-    >"$WORK/worker.log" 2>&1 || {
-    echo "run_realistic.sh: strata-worker $way failed:" >&2
-    tail -5 "$WORK/worker.log" >&2
-    exit 1
-  }
+  train_on_rows "t$table" "${flags[@]}"
   local rows
   rows=$("$BIN/stratactl" --shards="$SHARDS" --json tables | python3 -c '
 import json, sys
@@ -73,7 +75,7 @@ print("| %s | %s | %.4f | %.4f | %.1f | %.1f | %.0f | %.1f | %s |" % (
 echo "| round | model | holdout AUC | below learnable | seconds | CPU-s | samples/s | CPU-us per sample | table rows |"
 echo "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for round in $(seq "$ROUNDS"); do
-  ways=(deep deep+wide)
-  ((round % 2 == 0)) && ways=(deep+wide deep)
+  ways=(deep deep+wide tuned)
+  ((round % 2 == 0)) && ways=(tuned deep+wide deep)
   for way in "${ways[@]}"; do run_way "$round" "$way"; done
 done

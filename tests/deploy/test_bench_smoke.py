@@ -128,7 +128,8 @@ def test_realistic_run_reports_both_ceilings_and_each_model():
     assert "Bayes AUC 0." in done.stdout and "learnable AUC 0." in done.stdout
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in done.stdout.splitlines() if line.startswith("| 1 |")]
-    assert [row[1] for row in rows] == ["deep", "deep+wide"], done.stdout
+    assert [row[1] for row in rows] == ["deep", "deep+wide", "tuned"], \
+        done.stdout
     for row in rows:
         assert 0.5 < float(row[2]) < 1.0, row
         assert int(row[8]) > 1000, row  # rows the table ends with
