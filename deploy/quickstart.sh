@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command, one machine: installs what is missing, builds Strata, writes
 # realistic synthetic click data with strata-datagen (--generator=realistic:
-# 5.2M values of vocabulary, users and ads, drift), and starts the cluster of
+# 5.02M values of vocabulary, users and ads, drift), and starts the cluster of
 # deploy/local/cluster.yaml with deploy/local/strata-local: a two-shard
 # training parameter server, a serving PS that follows it, and two
 # strata-worker ranks (Gloo allreduce between them) that train the DLRM

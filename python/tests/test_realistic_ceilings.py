@@ -21,9 +21,9 @@ from logistic_regression import holdout_aucs  # noqa: E402
 
 TRAIN_ROWS = 40000
 HOLDOUT_ROWS = 10000
-# The default vocabularies divided by 50 (ids of 40,000 users, 10,000 ads).
+# The default vocabularies divided by 50 (ids of 42,000 users, 10,000 ads).
 VOCAB_SIZES = ",".join(str(max(2, size // 50)) for size in [
-    2000000, 20, 100, 1000, 10000, 100000, 30, 300, 3000, 30000,
+    2100000, 20, 100, 1000, 10000, 100000, 30, 300, 3000, 30000,
     500000, 50, 200, 2000, 20000, 200000, 40, 400, 4000, 40000,
     10, 1000, 1500000, 100, 10000, 500000])
 

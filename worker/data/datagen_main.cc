@@ -33,8 +33,8 @@ ABSL_FLAG(std::string, generator, "planted",
           "Bayes ceiling (docs/DATA.md).");
 ABSL_FLAG(std::string, vocab_sizes, "",
           "26 comma-separated vocabulary sizes of C1..C26; default (planted) "
-          "grows geometrically from 10 to 2000000; (realistic) 2000000 user "
-          "ids, 500000 ad ids and 10 to 1500000 for the others, 5.2M in all.");
+          "grows geometrically from 10 to 2000000; (realistic) 2100000 user "
+          "ids, 500000 ad ids and 10 to 1500000 for the others, 5.02M in all.");
 ABSL_FLAG(double, zipf_s, 1.1,
           "Zipf exponent of every field's values, in (1, 3]; real click logs "
           "are near 1.05..1.2.");

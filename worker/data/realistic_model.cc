@@ -65,7 +65,7 @@ double StandardDeviation(const std::vector<double>& values) {
 
 std::vector<int64_t> RealisticModel::DefaultVocabSizes() {
   return {// user: id, segment, attributes
-          2000000, 20, 100, 1000, 10000, 100000, 30, 300, 3000, 30000,
+          2100000, 20, 100, 1000, 10000, 100000, 30, 300, 3000, 30000,
           // ad: id, segment, attributes
           500000, 50, 200, 2000, 20000, 200000, 40, 400, 4000, 40000,
           // context

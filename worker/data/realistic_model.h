@@ -74,8 +74,8 @@ class RealisticModel : public SyntheticModel {
   static absl::StatusOr<std::unique_ptr<RealisticModel>> Create(
       PlantedModelOptions base, RealisticOptions options);
 
-  // 26 sizes summing to about 5.2 million: ids of 2,000,000 users and
-  // 500,000 ads, segments of 20 and 50, other fields 10 to 1,000,000.
+  // 26 sizes summing to 5,022,250: ids of 2,100,000 users and
+  // 500,000 ads, segments of 20 and 50, other fields 10 to 1,500,000.
   static std::vector<int64_t> DefaultVocabSizes();
 
   void SampleRow(uint64_t stream, int64_t row,
