@@ -38,9 +38,6 @@ class LearnableCeiling {
                    int64_t* total) const;
   bool Seen(int field, uint32_t rank) const;
 
-  int64_t training_rows() const { return static_cast<int64_t>(labels_.size()); }
-  int64_t parameters() const { return static_cast<int64_t>(field_.size()); }
-
  private:
   static constexpr int kDim = RealisticModel::kVectorDim;
   static uint64_t ValueKey(int field, uint32_t rank);

@@ -79,15 +79,11 @@ absl::StatusOr<PlantedModel> PlantedModel::Create(PlantedModelOptions options) {
 PlantedModel::PlantedModel(PlantedModelOptions options)
     : options_(std::move(options)),
       seed_mix_(Mix64(options_.seed ^ 0x504C414E544544ull)),  // "PLANTED"
+      fields_(seed_mix_, options_.vocab_sizes),
       dense_(seed_mix_, /*negatives=*/true) {
   for (int f = 0; f < kCriteoNumCategorical; ++f) {
     zipf_.emplace_back(static_cast<uint64_t>(options_.vocab_sizes[f]),
                        options_.zipf_s);
-    SplitMix64Rng rng(Mix64(seed_mix_ ^ (0x100 + f)));
-    hex_key_[f] = static_cast<uint32_t>(rng.Next());
-    // Like the real data, some fields are often empty and most never are.
-    const double u = rng.Uniform();
-    missing_rate_[f] = f % 4 == 3 ? 0.05 + 0.35 * u : 0.0;
   }
 }
 
@@ -98,7 +94,7 @@ void PlantedModel::SampleRow(uint64_t stream, int64_t row,
       Mix64(Mix64(seed_mix_ ^ stream) + static_cast<uint64_t>(row)));
   dense_.Sample(rng, out);
   for (int f = 0; f < kCriteoNumCategorical; ++f) {
-    if (missing_rate_[f] > 0 && rng.Uniform() < missing_rate_[f]) {
+    if (fields_.DrawMissing(f, rng)) {
       out->ranks[f] = 0;
     } else {
       out->ranks[f] = static_cast<uint32_t>(zipf_[f].Sample(rng));
@@ -142,16 +138,11 @@ double PlantedModel::Logit(const SyntheticRow& row) const {
 }
 
 uint32_t PlantedModel::HexOf(int field, uint32_t rank) const {
-  return Mix32(rank + hex_key_[field]);
+  return fields_.HexOf(field, rank);
 }
 
 bool PlantedModel::RankOf(int field, uint32_t hex, uint32_t* rank) const {
-  const uint32_t r = Unmix32(hex) - hex_key_[field];
-  if (r < 1 || r > static_cast<uint64_t>(options_.vocab_sizes[field])) {
-    return false;
-  }
-  *rank = r;
-  return true;
+  return fields_.RankOf(field, hex, rank);
 }
 
 // Finds the bias that makes the mean probability of a pilot sample (its own

@@ -75,11 +75,10 @@ class PlantedModel : public SyntheticModel {
 
   PlantedModelOptions options_;
   uint64_t seed_mix_;
+  SyntheticFields fields_;
   SyntheticDenseFeatures dense_;
   double bias_ = 0;
   std::vector<ZipfSampler> zipf_;
-  uint32_t hex_key_[kCriteoNumCategorical];
-  double missing_rate_[kCriteoNumCategorical];
 };
 
 }  // namespace strata

@@ -117,14 +117,11 @@ RealisticModel::RealisticModel(PlantedModelOptions base,
     : base_(std::move(base)),
       options_(options),
       seed_mix_(Mix64(base_.seed ^ 0x5245414C495354ull)),  // "REALIST"
+      fields_(seed_mix_, base_.vocab_sizes),
       dense_(seed_mix_, /*negatives=*/false) {
   for (int f = 0; f < kCriteoNumCategorical; ++f) {
     const int64_t vocab = base_.vocab_sizes[f];
     zipf_.emplace_back(IsIdField(f) ? StableIds(vocab) : vocab, base_.zipf_s);
-    SplitMix64Rng rng(Mix64(seed_mix_ ^ (0x100 + f)));
-    hex_key_[f] = static_cast<uint32_t>(rng.Next());
-    const double u = rng.Uniform();
-    missing_rate_[f] = f % 4 == 3 ? 0.05 + 0.35 * u : 0.0;
   }
 }
 
@@ -157,7 +154,7 @@ uint32_t RealisticModel::Attribute(int field, uint32_t entity) const {
 
 void RealisticModel::SampleField(int field, uint32_t entity, SplitMix64Rng& rng,
                                  SyntheticRow* out) const {
-  if (missing_rate_[field] > 0 && rng.Uniform() < missing_rate_[field]) {
+  if (fields_.DrawMissing(field, rng)) {
     out->ranks[field] = 0;
     return;
   }
@@ -280,16 +277,11 @@ double RealisticModel::Logit(const SyntheticRow& row) const {
 }
 
 uint32_t RealisticModel::HexOf(int field, uint32_t rank) const {
-  return Mix32(rank + hex_key_[field]);
+  return fields_.HexOf(field, rank);
 }
 
 bool RealisticModel::RankOf(int field, uint32_t hex, uint32_t* rank) const {
-  const uint32_t r = Unmix32(hex) - hex_key_[field];
-  if (r < 1 || r > static_cast<uint64_t>(base_.vocab_sizes[field])) {
-    return false;
-  }
-  *rank = r;
-  return true;
+  return fields_.RankOf(field, hex, rank);
 }
 
 // Sets the bias so that the pilot sample's mean probability is target_ctr,

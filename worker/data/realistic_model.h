@@ -113,12 +113,11 @@ class RealisticModel : public SyntheticModel {
   PlantedModelOptions base_;
   RealisticOptions options_;
   uint64_t seed_mix_;
+  SyntheticFields fields_;
   SyntheticDenseFeatures dense_;
   double bias_ = 0;
   LogitSpread spread_;
   std::vector<ZipfSampler> zipf_;  // per field; id fields: the stable half
-  uint32_t hex_key_[kCriteoNumCategorical];
-  double missing_rate_[kCriteoNumCategorical];
 };
 
 }  // namespace strata

@@ -79,6 +79,32 @@ double SyntheticDenseFeatures::Logit(const SyntheticRow& row) const {
   return logit;
 }
 
+SyntheticFields::SyntheticFields(uint64_t seed_mix,
+                                 const std::vector<int64_t>& vocab_sizes) {
+  for (int f = 0; f < kCriteoNumCategorical; ++f) {
+    vocab_[f] = vocab_sizes[f];
+    SplitMix64Rng rng(Mix64(seed_mix ^ (0x100 + f)));
+    hex_key_[f] = static_cast<uint32_t>(rng.Next());
+    const double u = rng.Uniform();
+    missing_rate_[f] = f % 4 == 3 ? 0.05 + 0.35 * u : 0.0;
+  }
+}
+
+uint32_t SyntheticFields::HexOf(int field, uint32_t rank) const {
+  return Mix32(rank + hex_key_[field]);
+}
+
+bool SyntheticFields::RankOf(int field, uint32_t hex, uint32_t* rank) const {
+  const uint32_t r = Unmix32(hex) - hex_key_[field];
+  if (r < 1 || r > vocab_[field]) return false;
+  *rank = r;
+  return true;
+}
+
+bool SyntheticFields::DrawMissing(int field, SplitMix64Rng& rng) const {
+  return missing_rate_[field] > 0 && rng.Uniform() < missing_rate_[field];
+}
+
 double BiasForMeanProbability(const std::vector<double>& logits,
                               double target) {
   double lo = -30;

@@ -47,6 +47,28 @@ class SyntheticDenseFeatures {
   double log_stddev_[kCriteoNumDense];
 };
 
+// The 26 categorical fields' text and emptiness: value `rank` of field f is
+// written as the 8 hex digits of Mix32(rank + key_f), a keyed bijection, so
+// values of a field never collide; like the real data, every fourth field
+// is often empty and the others never are. Keys and rates are drawn from
+// `seed_mix`. Immutable; thread-safe.
+class SyntheticFields {
+ public:
+  SyntheticFields(uint64_t seed_mix, const std::vector<int64_t>& vocab_sizes);
+
+  uint32_t HexOf(int field, uint32_t rank) const;
+  // Inverse of HexOf; false if `hex` is no value 1..vocab of the field.
+  bool RankOf(int field, uint32_t hex, uint32_t* rank) const;
+  // Whether a row leaves `field` empty (draws from `rng` only for fields
+  // that can be).
+  bool DrawMissing(int field, SplitMix64Rng& rng) const;
+
+ private:
+  int64_t vocab_[kCriteoNumCategorical];
+  uint32_t hex_key_[kCriteoNumCategorical];
+  double missing_rate_[kCriteoNumCategorical];
+};
+
 // The bias that makes the mean of Sigmoid(logit + bias) over `logits` equal
 // `target` (bisection over [-30, 30]).
 double BiasForMeanProbability(const std::vector<double>& logits, double target);
