@@ -153,6 +153,26 @@ class GrpcEtcdClient final : public EtcdClient {
     return std::optional<int64_t>(response.header().revision());
   }
 
+  absl::StatusOr<bool> PutIfModifiedAt(absl::string_view key,
+                                       absl::string_view value,
+                                       int64_t mod_revision) override {
+    pb::TxnRequest request;
+    pb::Compare* compare = request.add_compare();
+    compare->set_key(std::string(key));
+    compare->set_target(pb::Compare::MOD);
+    compare->set_result(pb::Compare::EQUAL);
+    compare->set_mod_revision(mod_revision);
+    pb::PutRequest* put = request.add_success()->mutable_request_put();
+    put->set_key(std::string(key));
+    put->set_value(std::string(value));
+    pb::TxnResponse response;
+    STRATA_RETURN_IF_ERROR(Unary(
+        "transaction", [&](EtcdConnection& c, grpc::ClientContext& context) {
+          return c.kv->Txn(&context, request, &response);
+        }));
+    return response.succeeded();
+  }
+
   absl::StatusOr<std::optional<EtcdKeyValue>> Get(
       absl::string_view key) override {
     STRATA_ASSIGN_OR_RETURN(pb::RangeResponse response, Range(key, ""));

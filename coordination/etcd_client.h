@@ -62,6 +62,11 @@ class EtcdClient {
   // revision that created it, or nullopt when it existed already.
   virtual absl::StatusOr<std::optional<int64_t>> CreateIfAbsent(
       absl::string_view key, absl::string_view value, int64_t lease) = 0;
+  // Writes `key` only if it was last modified at `mod_revision` (a
+  // compare-and-swap), in one transaction; returns whether it did.
+  virtual absl::StatusOr<bool> PutIfModifiedAt(absl::string_view key,
+                                               absl::string_view value,
+                                               int64_t mod_revision) = 0;
   // nullopt when the key does not exist.
   virtual absl::StatusOr<std::optional<EtcdKeyValue>> Get(
       absl::string_view key) = 0;

@@ -67,6 +67,21 @@ TEST_F(EtcdClientTest, DeleteIfCreatedAtDeletesOnlyThatKey) {
   EXPECT_FALSE(read->has_value());
 }
 
+TEST_F(EtcdClientTest, PutIfModifiedAtIsACompareAndSwap) {
+  ASSERT_THAT(client_->Put("/t/map", "v1").status(), IsOk());
+  auto read = client_->Get("/t/map");
+  ASSERT_THAT(read.status(), IsOk());
+  const int64_t revision = (*read)->mod_revision;
+  EXPECT_THAT(client_->PutIfModifiedAt("/t/map", "v2", revision),
+              ::strata::testing::IsOkAndHolds(true));
+  // The same expected revision again: someone (we) changed it since.
+  EXPECT_THAT(client_->PutIfModifiedAt("/t/map", "v3", revision),
+              ::strata::testing::IsOkAndHolds(false));
+  read = client_->Get("/t/map");
+  ASSERT_THAT(read.status(), IsOk());
+  EXPECT_EQ((*read)->value, "v2");
+}
+
 TEST_F(EtcdClientTest, GetPrefixListsKeysInOrder) {
   ASSERT_THAT(client_->Put("/t/members/b", "2").status(), IsOk());
   ASSERT_THAT(client_->Put("/t/members/a", "1").status(), IsOk());
