@@ -250,6 +250,9 @@ class EmbeddingStore {
   // the store's durability mode promises.
   virtual absl::StatusOr<bool> ApplyGradients(
       absl::Span<const GradientBatch> batches, const PushId& id) = 0;
+  // Whether the push `id` (a client id and a sequence) was applied here, so
+  // that ApplyGradients would take it for a retry; changes nothing.
+  virtual bool WasPushApplied(const PushId& id) = 0;
 
   // The position of the last replicated update written (PushId::replication
   // or RecordReplicationPosition); zero when there is none.

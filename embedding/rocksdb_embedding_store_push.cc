@@ -121,6 +121,11 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
   return duplicate;
 }
 
+bool RocksDbEmbeddingStore::WasPushApplied(const PushId& id) {
+  return !id.client_id.empty() && id.sequence > 0 &&
+         deduplicator_.Applied(id.client_id, id.sequence);
+}
+
 absl::Status RocksDbEmbeddingStore::CheckFsyncHealthy() {
   if (!fsync_failed_.load()) return absl::OkStatus();
   absl::MutexLock lock(&write_error_mu_);

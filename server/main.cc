@@ -33,6 +33,7 @@
 #include "server/rendezvous_service.h"
 #include "server/replication/replica_group.h"
 #include "server/replication/replication_service.h"
+#include "server/shard_map_store.h"
 #include "server/shard_placement.h"
 #include "server/shard_service.h"
 #include "server/status_page.h"
@@ -469,8 +470,29 @@ int Run() {
                                                          : kExitRuntimeError;
   }
 
+  // The shard map: in etcd for a cluster coordinated through it, else in the
+  // data directory.
+  std::unique_ptr<ShardMapStore> map_store =
+      replication->etcd != nullptr
+          ? CreateEtcdShardMapStore(replication->etcd.get(),
+                                    absl::GetFlag(FLAGS_cluster_name))
+          : CreateFileShardMapStore(FileSystem::Default(),
+                                    store_options.data_dir);
+  absl::StatusOr<ShardMap> shard_map =
+      map_store->LoadOrCreate(static_cast<uint32_t>(num_shards));
+  if (!shard_map.ok()) {
+    STRATA_LOG(ERROR, "server") << shard_map.status().message();
+    return absl::IsFailedPrecondition(shard_map.status()) ? kExitUsage
+                                                          : kExitRuntimeError;
+  }
+  STRATA_LOG(INFO, "server") << "shard map " << shard_map->Summary()
+                             << " from " << map_store->Where();
+
   ShardServiceOptions service_options;
   service_options.store = store->get();
+  service_options.shard_map =
+      std::make_shared<const ShardMap>(*std::move(shard_map));
+  service_options.shard_map_store = map_store.get();
   service_options.replica_group = replication->group.get();
   service_options.shard_index = static_cast<uint32_t>(shard_index);
   service_options.num_shards = static_cast<uint32_t>(num_shards);

@@ -21,6 +21,10 @@ const char* RequestMetrics::MethodName(ShardMethod method) {
       return "Stats";
     case ShardMethod::kSubscribe:
       return "Subscribe";
+    case ShardMethod::kGetShardMap:
+      return "GetShardMap";
+    case ShardMethod::kSetShardMap:
+      return "SetShardMap";
     case ShardMethod::kCount:
       break;
   }

@@ -22,6 +22,8 @@ enum class ShardMethod {
   kRestore,
   kStats,
   kSubscribe,
+  kGetShardMap,
+  kSetShardMap,
   kCount,  // Not a method: the number of them.
 };
 

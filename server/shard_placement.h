@@ -12,7 +12,9 @@ namespace strata {
 
 // Which part of the key space a shard's data directory holds: shard
 // `shard_index` of `num_shards`, under version `map_version` of the bucket
-// map (version 1: bucket b belongs to shard b mod num_shards). Written into
+// layout (version 1: 4096 buckets by hash64(table, key)). Which shard owns
+// each bucket, and that map's own version, is the shard map
+// (server/shard_map_store.h), kept beside it. Written into
 // the data directory (file kShardPlacementFile) when a shard first uses it,
 // so that a restart with another --num_shards or --shard_index, which would
 // route the directory's rows to other shards and make them unreachable, is

@@ -2,7 +2,9 @@
 
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -10,13 +12,16 @@
 #include "common/fp16.h"
 #include "common/grpc_status.h"
 #include "common/hash.h"
+#include "common/logging.h"
 #include "common/pull_wire.h"
 #include "common/raw_message.h"
 #include "common/status_macros.h"
 #include "grpcpp/support/proto_buffer_reader.h"
+#include "proto/shard_map_proto.h"
 #include "server/internal/push_batches.h"
 #include "server/internal/subscription.h"
 #include "server/replication/replica_group.h"
+#include "server/shard_map_store.h"
 #include "server/table_config_proto.h"
 
 namespace strata {
@@ -68,6 +73,16 @@ void FillReplicaGroupInfo(const ReplicaGroupStatus& status,
   }
 }
 
+// A refusal for another shard map carries the shard's version to the client
+// as trailing metadata (common/shard_map.h).
+void AddShardMapVersion(grpc::CallbackServerContext* context,
+                        const absl::Status& status) {
+  if (std::optional<uint64_t> version = ShardMapVersionOf(status)) {
+    context->AddTrailingMetadata(kShardMapVersionMetadata,
+                                 absl::StrCat(*version));
+  }
+}
+
 // A stream refused before it started: finishes with `status` at once.
 class RefusedStream final : public grpc::ServerWriteReactor<v1::ChangeBatch> {
  public:
@@ -80,6 +95,10 @@ class RefusedStream final : public grpc::ServerWriteReactor<v1::ChangeBatch> {
 ShardService::ShardService(const ShardServiceOptions& options)
     : options_(options),
       start_time_(options.clock->Now()),
+      map_(options.shard_map != nullptr
+               ? options.shard_map
+               : std::make_shared<const ShardMap>(
+                     ShardMap::Modulo(options.num_shards))),
       queue_(std::make_unique<WorkQueue>(WorkQueue::Options{
           options.request_threads, options.max_queued_requests,
           absl::ToChronoNanoseconds(options.max_queue_wait)})) {}
@@ -99,11 +118,13 @@ absl::Status ShardService::Authorize(grpc::CallbackServerContext* context,
     case ShardMethod::kCheckpoint:
     case ShardMethod::kRestore:
     case ShardMethod::kSubscribe:
+    case ShardMethod::kSetShardMap:
       return CheckBearerToken(context->client_metadata(), options_.auth_token,
                               RequestMetrics::MethodName(method));
     case ShardMethod::kPull:
     case ShardMethod::kListTables:
     case ShardMethod::kStats:
+    case ShardMethod::kGetShardMap:
       if (!options_.auth_reads) return absl::OkStatus();
       return CheckBearerToken(context->client_metadata(), options_.auth_token,
                               RequestMetrics::MethodName(method));
@@ -120,6 +141,7 @@ grpc::ServerUnaryReactor* ShardService::Run(
   if (status.ok()) status = RunCatchingOutOfMemory(body);
   metrics_.Record(method, status.code(), options_.clock->Now() - start);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  AddShardMapVersion(context, status);
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
 }
@@ -145,8 +167,10 @@ grpc::ServerUnaryReactor* ShardService::RunQueued(
     std::function<absl::Status()> body) {
   const absl::Time start = options_.clock->Now();
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto finish = [this, reactor, method, start](const absl::Status& status) {
+  auto finish = [this, context, reactor, method,
+                 start](const absl::Status& status) {
     metrics_.Record(method, status.code(), options_.clock->Now() - start);
+    AddShardMapVersion(context, status);
     reactor->Finish(ToGrpcStatus(status));
   };
   if (absl::Status authorized = Authorize(context, method); !authorized.ok()) {
@@ -183,20 +207,105 @@ absl::Status ShardService::CheckBatchSizes(
   return absl::OkStatus();
 }
 
-absl::Status ShardService::CheckOwnership(const v1::TableBatch& batch) const {
-  if (options_.num_shards <= 1) return absl::OkStatus();
+std::shared_ptr<const ShardMap> ShardService::shard_map() const {
+  absl::MutexLock lock(&map_mu_);
+  return map_;
+}
+
+absl::StatusOr<std::shared_ptr<const ShardMap>> ShardService::MapForRequest(
+    uint64_t request_version) {
+  std::shared_ptr<const ShardMap> map = shard_map();
+  if (request_version == 0 || request_version == map->version()) return map;
+  if (request_version < map->version()) {
+    return ShardMapMismatchError(
+        absl::StrCat("the request was routed by shard map version ",
+                     request_version, ", but this shard serves version ",
+                     map->version(), ": fetch the map again and re-route"),
+        map->version());
+  }
+  // A newer map than ours: another shard or a tool installed it where it is
+  // stored (etcd) before this shard heard of it.
+  if (options_.shard_map_store != nullptr) {
+    absl::MutexLock set_lock(&set_map_mu_);
+    absl::StatusOr<ShardMap> stored = options_.shard_map_store->Read();
+    if (stored.ok() && stored->version() > shard_map()->version() &&
+        stored->num_shards() > options_.shard_index) {
+      STRATA_LOG(INFO, "server")
+          << "shard map " << stored->Summary() << " read from "
+          << options_.shard_map_store->Where();
+      absl::MutexLock lock(&map_mu_);
+      map_ = std::make_shared<const ShardMap>(*std::move(stored));
+    }
+  }
+  map = shard_map();
+  if (request_version == map->version()) return map;
+  return absl::UnavailableError(absl::StrCat(
+      "the request was routed by shard map version ", request_version,
+      ", newer than this shard's version ", map->version(), ": retry"));
+}
+
+absl::Status ShardService::CheckOwnership(const v1::TableBatch& batch,
+                                          const ShardMap& map) const {
+  if (map.num_shards() <= 1) return absl::OkStatus();
   const uint64_t table_hash = HashString(batch.table());
   for (uint64_t key : batch.keys()) {
     const uint32_t bucket = BucketOf(table_hash, key);
-    const uint32_t owner = DefaultBucketOwner(bucket, options_.num_shards);
+    const uint32_t owner = map.OwnerOf(bucket);
     if (owner != options_.shard_index) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "key ", key, " of table '", batch.table(), "' is in bucket ", bucket,
-          ", owned by shard ", owner, " of ", options_.num_shards,
-          ", not this shard ", options_.shard_index,
-          ": the client routes with another shard map"));
+      return ShardMapMismatchError(
+          absl::StrCat("key ", key, " of table '", batch.table(),
+                       "' is in bucket ", bucket, ", owned by shard ", owner,
+                       " under shard map version ", map.version(),
+                       ", not by this shard ", options_.shard_index,
+                       ": the client routes with another shard map"),
+          map.version());
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status ShardService::CheckPushRouting(const v1::PushRequest& request) {
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ShardMap> map,
+                          MapForRequest(request.shard_map_version()));
+  for (const v1::TableBatch& batch : request.batches()) {
+    STRATA_RETURN_IF_ERROR(CheckOwnership(batch, *map));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardService::DoSetShardMap(const v1::SetShardMapRequest& request,
+                                         v1::SetShardMapResponse& response) {
+  absl::StatusOr<ShardMap> parsed = ShardMapFromProto(request.map());
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("SetShardMap: ", parsed.status().message()));
+  }
+  absl::MutexLock set_lock(&set_map_mu_);
+  const std::shared_ptr<const ShardMap> current = shard_map();
+  if (*parsed == *current) {
+    response.set_changed(false);
+    return absl::OkStatus();
+  }
+  if (parsed->version() <= current->version()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "SetShardMap: the map given has version ", parsed->version(),
+        ", not above this shard's ", current->Summary()));
+  }
+  if (parsed->num_shards() <= options_.shard_index) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("SetShardMap: the map given has ", parsed->num_shards(),
+                     " shards, without this shard ", options_.shard_index));
+  }
+  if (options_.shard_map_store != nullptr) {
+    // Kept before it is used: a restart serves the same map.
+    STRATA_RETURN_IF_ERROR(
+        options_.shard_map_store->Replace(*current, *parsed));
+  }
+  STRATA_LOG(INFO, "server") << "shard map " << current->Summary()
+                             << " replaced by " << parsed->Summary();
+  absl::MutexLock lock(&map_mu_);
+  map_ = std::make_shared<const ShardMap>(*std::move(parsed));
+  response.set_changed(true);
   return absl::OkStatus();
 }
 
@@ -225,8 +334,10 @@ absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
   std::vector<size_t> value_counts;
   std::vector<size_t> value_bytes;
   uint64_t keys = 0, response_bytes = 0;
+  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ShardMap> map,
+                          MapForRequest(request.shard_map_version()));
   for (const v1::TableBatch& batch : request.batches()) {
-    STRATA_RETURN_IF_ERROR(CheckOwnership(batch));
+    STRATA_RETURN_IF_ERROR(CheckOwnership(batch, *map));
     STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
                             options_.store->GetTableConfig(batch.table()));
     value_counts.push_back(static_cast<size_t>(batch.keys_size()) * config.dim);
@@ -274,11 +385,17 @@ absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
 absl::Status ShardService::DoPush(const v1::PushRequest& request,
                                   v1::PushResponse& response) {
   STRATA_RETURN_IF_ERROR(CheckBatchSizes(request.batches(), "push"));
-  for (const v1::TableBatch& batch : request.batches()) {
-    STRATA_RETURN_IF_ERROR(CheckOwnership(batch));
+  PushId id{request.client_id(), request.sequence(), {}};
+  if (absl::Status routed = CheckPushRouting(request); !routed.ok()) {
+    // A retry of a push this shard applied before the map changed (its
+    // answer was lost) is still its own: answered as the duplicate it is
+    // below, not refused, since the client would send its keys to their new
+    // owners under a new sequence and they would be applied twice.
+    if (!ShardMapVersionOf(routed) || !options_.store->WasPushApplied(id)) {
+      return routed;
+    }
   }
   auto apply = [&](const PushId& id) { return ApplyPush(request, id); };
-  PushId id{request.client_id(), request.sequence(), {}};
   STRATA_ASSIGN_OR_RETURN(
       const bool duplicate,
       options_.replica_group != nullptr
@@ -401,6 +518,29 @@ grpc::ServerUnaryReactor* ShardService::Restore(
       });
 }
 
+grpc::ServerUnaryReactor* ShardService::GetShardMap(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes) {
+  return RunTyped<v1::GetShardMapRequest, v1::ShardMap>(
+      context, ShardMethod::kGetShardMap, request_bytes, response_bytes,
+      [this](const v1::GetShardMapRequest&,
+             v1::ShardMap& response) -> absl::Status {
+        response = ShardMapToProto(*shard_map());
+        return absl::OkStatus();
+      });
+}
+
+grpc::ServerUnaryReactor* ShardService::SetShardMap(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes) {
+  return RunTyped<v1::SetShardMapRequest, v1::SetShardMapResponse>(
+      context, ShardMethod::kSetShardMap, request_bytes, response_bytes,
+      [this](const v1::SetShardMapRequest& request,
+             v1::SetShardMapResponse& response) -> absl::Status {
+        return DoSetShardMap(request, response);
+      });
+}
+
 grpc::ServerUnaryReactor* ShardService::Stats(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
     grpc::ByteBuffer* response_bytes) {
@@ -414,6 +554,7 @@ grpc::ServerUnaryReactor* ShardService::Stats(
         }
         response.set_shard_index(options_.shard_index);
         response.set_num_shards(options_.num_shards);
+        response.set_shard_map_version(shard_map()->version());
         response.set_durability(
             std::string(DurabilityName(options_.store->durability())));
         response.set_uptime_seconds(

@@ -9,9 +9,11 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/daemon.h"
+#include "common/shard_map.h"
 #include "common/work_queue.h"
 #include "embedding/embedding_store.h"
 #include "proto/strata.grpc.pb.h"
@@ -20,6 +22,7 @@
 namespace strata {
 
 class ReplicaGroup;
+class ShardMapStore;
 
 struct ShardServiceOptions {
   // The store this shard serves; not owned, must outlive the service.
@@ -30,6 +33,14 @@ struct ShardServiceOptions {
   ReplicaGroup* replica_group = nullptr;
   uint32_t shard_index = 0;
   uint32_t num_shards = 1;
+  // The shard map the shard starts with. Default: null, for
+  // ShardMap::Modulo(num_shards).
+  std::shared_ptr<const ShardMap> shard_map;
+  // Where SetShardMap keeps a new map before using it, and where a shard
+  // that gets a request routed by a newer map than its own looks for it.
+  // Not owned, must outlive the service. Default: null (kept in memory
+  // only).
+  ShardMapStore* shard_map_store = nullptr;
   // Keys in one request, over all its batches. Default: 262144.
   uint64_t max_keys_per_request = 262144;
   // When not empty, CreateTable, Push, Checkpoint, Restore and Subscribe
@@ -77,7 +88,12 @@ class ShardService final
                       v1::ParameterServer::WithRawCallbackMethod_Checkpoint<
                           v1::ParameterServer::WithRawCallbackMethod_Restore<
                               v1::ParameterServer::WithRawCallbackMethod_Stats<
-                                  v1::ParameterServer::CallbackService>>>>>>> {
+                                  v1::ParameterServer::
+                                      WithRawCallbackMethod_GetShardMap<
+                                          v1::ParameterServer::
+                                              WithRawCallbackMethod_SetShardMap<
+                                                  v1::ParameterServer::
+                                                      CallbackService>>>>>>>>> {
  public:
   explicit ShardService(const ShardServiceOptions& options);
   // Finishes the data path calls still queued (as expired or served).
@@ -106,11 +122,19 @@ class ShardService final
   grpc::ServerUnaryReactor* Stats(grpc::CallbackServerContext* context,
                                   const grpc::ByteBuffer* request,
                                   grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* GetShardMap(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* SetShardMap(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<v1::ChangeBatch>* Subscribe(
       grpc::CallbackServerContext* context,
       const v1::SubscribeRequest* request) override;
 
   const RequestMetrics& metrics() const { return metrics_; }
+  // The map this shard serves by now.
+  std::shared_ptr<const ShardMap> shard_map() const;
 
   // The domain logic of each RPC, without gRPC; public for tests.
   absl::Status DoCreateTable(const v1::CreateTableRequest& request,
@@ -119,6 +143,8 @@ class ShardService final
   absl::StatusOr<grpc::ByteBuffer> DoPull(const v1::PullRequest& request);
   absl::Status DoPush(const v1::PushRequest& request,
                       v1::PushResponse& response);
+  absl::Status DoSetShardMap(const v1::SetShardMapRequest& request,
+                             v1::SetShardMapResponse& response);
   // Decodes and applies a checked push under `id`; returns whether it was a
   // duplicate.
   absl::StatusOr<bool> ApplyPush(const v1::PushRequest& request,
@@ -151,11 +177,26 @@ class ShardService final
   absl::Status CheckBatchSizes(
       const google::protobuf::RepeatedPtrField<v1::TableBatch>& batches,
       const char* what) const;
-  // FAILED_PRECONDITION naming the first key this shard does not own.
-  absl::Status CheckOwnership(const v1::TableBatch& batch) const;
+  // The map to serve a request routed by `request_version` (0: not given)
+  // with: FAILED_PRECONDITION carrying the current version for an older
+  // one; UNAVAILABLE for a newer one the shard has not got yet (it looks in
+  // the shard map store first).
+  absl::StatusOr<std::shared_ptr<const ShardMap>> MapForRequest(
+      uint64_t request_version);
+  // MapForRequest and CheckOwnership for every batch of a push.
+  absl::Status CheckPushRouting(const v1::PushRequest& request);
+  // FAILED_PRECONDITION carrying the map's version, naming the first key
+  // this shard does not own under `map`.
+  absl::Status CheckOwnership(const v1::TableBatch& batch,
+                              const ShardMap& map) const;
 
   ShardServiceOptions options_;
   absl::Time start_time_;
+  mutable absl::Mutex map_mu_;
+  std::shared_ptr<const ShardMap> map_ ABSL_GUARDED_BY(map_mu_);
+  // Held across a SetShardMap's store write, so that two of them do not
+  // interleave; map_mu_ is taken only to swap the pointer.
+  absl::Mutex set_map_mu_ ABSL_ACQUIRED_BEFORE(map_mu_);
   RequestMetrics metrics_;
   // Last member: destroyed first, finishing the calls it still holds.
   std::unique_ptr<WorkQueue> queue_;

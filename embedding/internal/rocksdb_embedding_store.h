@@ -97,6 +97,7 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
                       absl::Span<float> out) override;
   absl::StatusOr<bool> ApplyGradients(absl::Span<const GradientBatch> batches,
                                       const PushId& id) override;
+  bool WasPushApplied(const PushId& id) override;
   absl::Status Flush() override;
   absl::StatusOr<uint64_t> EvictNow() override;
   absl::StatusOr<uint64_t> ExpirePushWindows() override;
