@@ -95,6 +95,7 @@ constexpr Command kCommands[] = {
     {"create-table", CreateTableCommand, 1, 1, "create-table NAME --dim=N"},
     {"tables", TablesCommand, 0, 0, "tables"},
     {"stats", StatsCommand, 0, 0, "stats"},
+    {"shard-map", ShardMapCommand, 0, 0, "shard-map"},
     {"pull", PullCommand, 1, kAny, "pull TABLE KEY[,KEY...]"},
     {"push", PushCommand, 1, kAny,
      "push TABLE --keys=.. --gradients=.. | --file=PATH"},

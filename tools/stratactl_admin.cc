@@ -236,6 +236,57 @@ int TablesCommand(const CommandContext& context) {
   return kExitOk;
 }
 
+int ShardMapCommand(const CommandContext& context) {
+  if (absl::Status refreshed = context.client->RefreshShardMap();
+      !refreshed.ok()) {
+    return ClusterError(refreshed);
+  }
+  absl::StatusOr<std::vector<v1::StatsResponse>> stats =
+      context.client->Stats();
+  if (!stats.ok()) return ClusterError(stats.status());
+  const std::shared_ptr<const ShardMap> map = context.client->shard_map();
+  const std::vector<std::string>& addresses =
+      context.client_options.shard_addresses;
+  JsonWriter json;
+  json.BeginObject();
+  json.Key("version").Uint(map->version());
+  json.Key("num_shards").Uint(map->num_shards());
+  json.Key("shards").BeginArray();
+  if (!context.json) {
+    PrintLine(absl::StrCat("shard map version ", map->version(), ": ",
+                           map->num_shards(), " shards, ", kNumBuckets,
+                           " buckets"));
+  }
+  bool behind = false;
+  for (size_t s = 0; s < stats->size(); ++s) {
+    const size_t buckets = map->BucketsOf(static_cast<uint32_t>(s)).size();
+    const uint64_t served = (*stats)[s].shard_map_version();
+    behind |= served != map->version();
+    if (!context.json) {
+      PrintLine(absl::StrCat("  shard ", s, " ", addresses[s], ": ", buckets,
+                             " buckets, serves version ", served,
+                             served == map->version() ? "" : " (behind)"));
+      continue;
+    }
+    json.BeginObject();
+    json.Key("address").String(addresses[s]);
+    json.Key("buckets").Uint(buckets);
+    json.Key("serves_version").Uint(served);
+    json.EndObject();
+  }
+  json.EndArray();
+  json.EndObject();
+  if (context.json) PrintLine(json.text());
+  // A shard behind the newest map catches up when a request routed by it
+  // arrives (or a bucket move installs it); not an error.
+  if (behind && !context.json) {
+    PrintLine(
+        "  (a shard behind learns the newest map from the next request "
+        "routed by it)");
+  }
+  return kExitOk;
+}
+
 int StatsCommand(const CommandContext& context) {
   absl::StatusOr<std::vector<v1::StatsResponse>> stats =
       context.client->Stats();

@@ -41,6 +41,9 @@ std::string HumanBytes(uint64_t bytes);
 int CreateTableCommand(const CommandContext& context);
 int TablesCommand(const CommandContext& context);
 int StatsCommand(const CommandContext& context);
+// The newest shard map the shards serve: its version, each shard's buckets
+// and the version each shard serves.
+int ShardMapCommand(const CommandContext& context);
 int CheckpointCommand(const CommandContext& context);
 int RestoreCommand(const CommandContext& context);
 int HealthCommand(const CommandContext& context);

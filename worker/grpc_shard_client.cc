@@ -2,9 +2,11 @@
 #include <string>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
 #include "common/grpc_status.h"
+#include "common/shard_map.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
@@ -21,12 +23,26 @@ std::chrono::system_clock::time_point DeadlineFromNow(absl::Duration timeout) {
 }
 
 // Prefixes the shard's address so that a caller of a multi-shard client can
-// tell which shard failed.
-absl::Status Annotate(const std::string& address, const grpc::Status& status) {
+// tell which shard failed, and keeps the shard map version a refusal for
+// another map carries in its trailing metadata.
+absl::Status Annotate(const std::string& address, const grpc::Status& status,
+                      const grpc::ClientContext& context) {
   if (status.ok()) return absl::OkStatus();
-  return absl::Status(
-      static_cast<absl::StatusCode>(status.error_code()),
-      absl::StrCat("shard ", address, ": ", status.error_message()));
+  const std::string message =
+      absl::StrCat("shard ", address, ": ", status.error_message());
+  const auto& trailers = context.GetServerTrailingMetadata();
+  if (auto found = trailers.find(kShardMapVersionMetadata);
+      found != trailers.end() &&
+      status.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+    uint64_t version = 0;
+    if (absl::SimpleAtoi(
+            absl::string_view(found->second.data(), found->second.size()),
+            &version)) {
+      return ShardMapMismatchError(message, version);
+    }
+  }
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      message);
 }
 
 class GrpcShardClient final : public ShardClient {
@@ -65,16 +81,17 @@ class GrpcShardClient final : public ShardClient {
         grpc::SerializationTraits<v1::PullRequest>::Serialize(
             request, &call->request, &own_buffer);
     if (!serialized.ok()) {
+      done(Annotate(address_, serialized, call->context));
       delete call;
-      done(Annotate(address_, serialized));
       return;
     }
-    generic_->UnaryCall(&call->context, kPullMethod, grpc::StubOptions(),
-                        &call->request, response,
-                        [this, call, done](grpc::Status status) {
-                          delete call;
-                          done(Annotate(address_, status));
-                        });
+    generic_->UnaryCall(
+        &call->context, kPullMethod, grpc::StubOptions(), &call->request,
+        response, [this, call, done](grpc::Status status) {
+          absl::Status annotated = Annotate(address_, status, call->context);
+          delete call;
+          done(std::move(annotated));
+        });
   }
 
   void PushAsync(const v1::PushRequest& request, v1::PushResponse* response,
@@ -83,8 +100,10 @@ class GrpcShardClient final : public ShardClient {
     Prepare(*context, deadline);
     stub_->async()->Push(context, &request, response,
                          [this, context, done](grpc::Status status) {
+                           absl::Status annotated =
+                               Annotate(address_, status, *context);
                            delete context;
-                           done(Annotate(address_, status));
+                           done(std::move(annotated));
                          });
   }
 
@@ -93,23 +112,23 @@ class GrpcShardClient final : public ShardClient {
                            absl::Duration deadline) override {
     grpc::ClientContext context;
     Prepare(context, deadline);
-    return Annotate(address_, stub_->CreateTable(&context, request, response));
+    return Finish(context, stub_->CreateTable(&context, request, response));
   }
 
   absl::Status ListTables(v1::ListTablesResponse* response,
                           absl::Duration deadline) override {
     grpc::ClientContext context;
     Prepare(context, deadline);
-    return Annotate(address_, stub_->ListTables(
-                                  &context, v1::ListTablesRequest(), response));
+    return Finish(context, stub_->ListTables(&context, v1::ListTablesRequest(),
+                                             response));
   }
 
   absl::Status Stats(v1::StatsResponse* response,
                      absl::Duration deadline) override {
     grpc::ClientContext context;
     Prepare(context, deadline);
-    return Annotate(address_,
-                    stub_->Stats(&context, v1::StatsRequest(), response));
+    return Finish(context,
+                  stub_->Stats(&context, v1::StatsRequest(), response));
   }
 
   absl::Status Checkpoint(const v1::CheckpointRequest& request,
@@ -117,7 +136,7 @@ class GrpcShardClient final : public ShardClient {
                           absl::Duration deadline) override {
     grpc::ClientContext context;
     Prepare(context, deadline);
-    return Annotate(address_, stub_->Checkpoint(&context, request, response));
+    return Finish(context, stub_->Checkpoint(&context, request, response));
   }
 
   absl::Status Restore(const v1::RestoreRequest& request,
@@ -125,7 +144,23 @@ class GrpcShardClient final : public ShardClient {
                        absl::Duration deadline) override {
     grpc::ClientContext context;
     Prepare(context, deadline);
-    return Annotate(address_, stub_->Restore(&context, request, response));
+    return Finish(context, stub_->Restore(&context, request, response));
+  }
+
+  absl::Status GetShardMap(v1::ShardMap* response,
+                           absl::Duration deadline) override {
+    grpc::ClientContext context;
+    Prepare(context, deadline);
+    return Finish(context, stub_->GetShardMap(
+                               &context, v1::GetShardMapRequest(), response));
+  }
+
+  absl::Status SetShardMap(const v1::SetShardMapRequest& request,
+                           v1::SetShardMapResponse* response,
+                           absl::Duration deadline) override {
+    grpc::ClientContext context;
+    Prepare(context, deadline);
+    return Finish(context, stub_->SetShardMap(&context, request, response));
   }
 
   absl::Status CheckHealth(absl::Duration deadline) override {
@@ -134,7 +169,7 @@ class GrpcShardClient final : public ShardClient {
     grpc::health::v1::HealthCheckRequest request;
     grpc::health::v1::HealthCheckResponse response;
     absl::Status status =
-        Annotate(address_, health_->Check(&context, request, &response));
+        Finish(context, health_->Check(&context, request, &response));
     if (status.ok() &&
         response.status() != grpc::health::v1::HealthCheckResponse::SERVING) {
       return absl::UnavailableError(
@@ -144,6 +179,11 @@ class GrpcShardClient final : public ShardClient {
   }
 
  private:
+  absl::Status Finish(const grpc::ClientContext& context,
+                      const grpc::Status& status) const {
+    return Annotate(address_, status, context);
+  }
+
   // Every call carries a deadline and, when configured, the bearer token.
   void Prepare(grpc::ClientContext& context, absl::Duration deadline) const {
     context.set_deadline(DeadlineFromNow(deadline));

@@ -1,6 +1,7 @@
 #include "worker/ps_client.h"
 
 #include <cstring>
+#include <optional>
 #include <random>
 
 #include "absl/container/flat_hash_map.h"
@@ -14,6 +15,7 @@
 #include "common/pull_wire.h"
 #include "common/status_macros.h"
 #include "common/tls.h"
+#include "proto/shard_map_proto.h"
 
 namespace strata {
 namespace {
@@ -50,6 +52,16 @@ bool IsRetryable(absl::StatusCode code) {
          code == absl::StatusCode::kCancelled;
 }
 
+// How many times one call fetches a newer shard map and routes again before
+// it gives up (a map that keeps changing under it).
+constexpr int kMaxReroutes = 8;
+
+absl::Status TooManyReroutes(const char* what, const ShardMap& map) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      what, ": the shard map changed ", kMaxReroutes,
+      " times while the call was routed (now ", map.Summary(), ")"));
+}
+
 }  // namespace
 
 PsClient::PsClient(const PsClientOptions& options) : options_(options) {}
@@ -60,6 +72,11 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
     return absl::InvalidArgumentError("no shard addresses given");
   }
   std::unique_ptr<PsClient> client(new PsClient(options));
+  {
+    absl::MutexLock lock(&client->map_mu_);
+    client->map_ = std::make_shared<const ShardMap>(ShardMap::Modulo(
+        static_cast<uint32_t>(options.shard_addresses.size())));
+  }
   if (client->options_.client_id.empty()) {
     client->options_.client_id = RandomClientId();
   }
@@ -105,16 +122,76 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
 }
 
 uint32_t PsClient::ShardOf(absl::string_view table, uint64_t key) const {
-  return DefaultBucketOwner(BucketOf(HashString(table), key),
-                            static_cast<uint32_t>(shards_.size()));
+  return shard_map()->OwnerOfKey(HashString(table), key);
+}
+
+std::shared_ptr<const ShardMap> PsClient::shard_map() const {
+  absl::MutexLock lock(&map_mu_);
+  return map_;
+}
+
+absl::Status PsClient::CheckRoutable(const ShardMap& map) const {
+  if (map.num_shards() > shards_.size()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the cluster's shard map (", map.Summary(), ") has ", map.num_shards(),
+        " shards, but this client was given ", shards_.size(),
+        " shard addresses: give it every shard's"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::RefreshShardMap(uint64_t at_least_version) {
+  std::vector<v1::ShardMap> answers(shards_.size());
+  STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
+    answers[s].Clear();
+    return shards_[s]->GetShardMap(&answers[s], options_.rpc_timeout);
+  }));
+  std::optional<ShardMap> newest;
+  for (size_t s = 0; s < answers.size(); ++s) {
+    absl::StatusOr<ShardMap> map = ShardMapFromProto(answers[s]);
+    if (!map.ok()) {
+      return absl::InternalError(
+          absl::StrCat("shard ", shards_[s]->address(),
+                       " answered a bad shard map: ", map.status().message()));
+    }
+    if (!newest || map->version() > newest->version()) newest = *map;
+  }
+  if (newest->version() < at_least_version) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "a shard refused a request for shard map version ", at_least_version,
+        ", but the newest map any shard serves is ", newest->Summary()));
+  }
+  STRATA_RETURN_IF_ERROR(CheckRoutable(*newest));
+  absl::MutexLock lock(&map_mu_);
+  if (newest->version() > map_->version()) {
+    STRATA_LOG(INFO, "client") << "routing by shard map " << newest->Summary()
+                               << " (was version " << map_->version() << ")";
+    map_ = std::make_shared<const ShardMap>(*std::move(newest));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PsClient::SetShardMap(const ShardMap& map) {
+  STRATA_RETURN_IF_ERROR(CheckRoutable(map));
+  v1::SetShardMapRequest request;
+  *request.mutable_map() = ShardMapToProto(map);
+  STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
+    v1::SetShardMapResponse response;
+    return shards_[s]->SetShardMap(request, &response, options_.rpc_timeout);
+  }));
+  absl::MutexLock lock(&map_mu_);
+  if (map.version() > map_->version()) {
+    map_ = std::make_shared<const ShardMap>(map);
+  }
+  return absl::OkStatus();
 }
 
 PsClient::Routing PsClient::Route(absl::string_view table,
-                                  absl::Span<const uint64_t> keys) const {
+                                  absl::Span<const uint64_t> keys,
+                                  const ShardMap& map) const {
   const uint64_t table_hash = HashString(table);
-  const uint32_t num_shards = static_cast<uint32_t>(shards_.size());
   Routing routing;
-  routing.shard_keys.resize(num_shards);
+  routing.shard_keys.resize(shards_.size());
   routing.unique_of.resize(keys.size());
   absl::flat_hash_map<uint64_t, uint32_t> unique;
   unique.reserve(keys.size());
@@ -122,8 +199,7 @@ PsClient::Routing PsClient::Route(absl::string_view table,
     auto [it, inserted] = unique.try_emplace(
         keys[i], static_cast<uint32_t>(routing.location.size()));
     if (inserted) {
-      const uint32_t shard =
-          DefaultBucketOwner(BucketOf(table_hash, keys[i]), num_shards);
+      const uint32_t shard = map.OwnerOfKey(table_hash, keys[i]);
       routing.location.emplace_back(
           shard, static_cast<uint32_t>(routing.shard_keys[shard].size()));
       routing.shard_keys[shard].push_back(keys[i]);
@@ -135,7 +211,8 @@ PsClient::Routing PsClient::Route(absl::string_view table,
 
 absl::Status PsClient::FanOut(
     std::vector<size_t> shards,
-    const std::function<void(size_t, ShardClient::Done)>& issue) {
+    const std::function<void(size_t, ShardClient::Done)>& issue,
+    MapRefusals* refusals) {
   Clock* clock = options_.clock;
   const absl::Time give_up = clock->Now() + options_.retry_deadline;
   absl::Duration backoff = options_.initial_backoff;
@@ -154,6 +231,13 @@ absl::Status PsClient::FanOut(
     absl::Status last_unavailable;
     for (size_t i = 0; i < shards.size(); ++i) {
       if (results[i].ok()) continue;
+      if (refusals != nullptr) {
+        if (std::optional<uint64_t> version = ShardMapVersionOf(results[i])) {
+          refusals->shards.push_back(shards[i]);
+          refusals->version = std::max(refusals->version, *version);
+          continue;
+        }
+      }
       if (!IsRetryable(results[i].code())) return results[i];
       retry.push_back(shards[i]);
       last_unavailable = results[i];
@@ -173,10 +257,9 @@ absl::Status PsClient::FanOut(
               ? absl::StatusCode::kResourceExhausted
               : absl::StatusCode::kUnavailable;
       return absl::Status(
-          code, absl::StrCat(last_unavailable.message(),
-                             " (gave up after retrying for ",
-                             absl::FormatDuration(options_.retry_deadline),
-                             ")"));
+          code, absl::StrCat(
+                    last_unavailable.message(), " (gave up after retrying for ",
+                    absl::FormatDuration(options_.retry_deadline), ")"));
     }
     // The last sleep is cut short so that one attempt lands on the deadline.
     if (!waiting_logged_.exchange(true)) {
@@ -244,8 +327,23 @@ absl::Status PsClient::Pull(absl::string_view table,
                             absl::Span<const uint64_t> keys,
                             absl::Span<float> out) {
   STRATA_RETURN_IF_ERROR(CheckSizes(keys, out.size(), "pull"));
+  for (int reroutes = 0;; ++reroutes) {
+    const std::shared_ptr<const ShardMap> map = shard_map();
+    if (reroutes == kMaxReroutes) return TooManyReroutes("pull", *map);
+    MapRefusals refusals;
+    STRATA_RETURN_IF_ERROR(PullRouted(table, keys, out, *map, &refusals));
+    if (refusals.shards.empty()) return absl::OkStatus();
+    // Pulls are idempotent: the whole pull goes again by the newer map.
+    STRATA_RETURN_IF_ERROR(RefreshShardMap(refusals.version));
+  }
+}
+
+absl::Status PsClient::PullRouted(absl::string_view table,
+                                  absl::Span<const uint64_t> keys,
+                                  absl::Span<float> out, const ShardMap& map,
+                                  MapRefusals* refusals) {
   const size_t dim = out.size() / keys.size();
-  const Routing routing = Route(table, keys);
+  const Routing routing = Route(table, keys, map);
   std::vector<v1::PullRequest> requests(shards_.size());
   std::vector<grpc::ByteBuffer> responses(shards_.size());
   std::vector<size_t> targets;
@@ -256,13 +354,18 @@ absl::Status PsClient::Pull(absl::string_view table,
     batch->mutable_keys()->Add(routing.shard_keys[s].begin(),
                                routing.shard_keys[s].end());
     requests[s].set_encoding(options_.encoding);
+    requests[s].set_shard_map_version(map.version());
     targets.push_back(s);
   }
-  STRATA_RETURN_IF_ERROR(FanOut(targets, [&](size_t s, ShardClient::Done done) {
-    responses[s].Clear();
-    shards_[s]->PullAsync(requests[s], &responses[s], options_.rpc_timeout,
-                          std::move(done));
-  }));
+  STRATA_RETURN_IF_ERROR(FanOut(
+      targets,
+      [&](size_t s, ShardClient::Done done) {
+        responses[s].Clear();
+        shards_[s]->PullAsync(requests[s], &responses[s], options_.rpc_timeout,
+                              std::move(done));
+      },
+      refusals));
+  if (!refusals->shards.empty()) return absl::OkStatus();
   // The first caller position of each unique key receives its row straight
   // from gRPC's buffer; repeated keys are copied from there afterwards.
   std::vector<std::vector<uint32_t>> first_position(shards_.size());
@@ -323,8 +426,37 @@ absl::Status PsClient::Push(absl::string_view table,
                             absl::Span<const float> gradients,
                             uint64_t global_step) {
   STRATA_RETURN_IF_ERROR(CheckSizes(keys, gradients.size(), "push"));
+  std::vector<uint64_t> refused_keys;
+  std::vector<float> refused_gradients;
+  for (int reroutes = 0;; ++reroutes) {
+    const std::shared_ptr<const ShardMap> map = shard_map();
+    if (reroutes == kMaxReroutes) return TooManyReroutes("push", *map);
+    MapRefusals refusals;
+    std::vector<uint64_t> next_keys;
+    std::vector<float> next_gradients;
+    STRATA_RETURN_IF_ERROR(PushRouted(table, keys, gradients, global_step, *map,
+                                      &refusals, &next_keys, &next_gradients));
+    if (refusals.shards.empty()) return absl::OkStatus();
+    // The refused requests were not applied: only their keys go again, by
+    // the newer map and under a new sequence (a shard that applied its part
+    // of this push would take the old sequence for a retry).
+    STRATA_RETURN_IF_ERROR(RefreshShardMap(refusals.version));
+    refused_keys = std::move(next_keys);
+    refused_gradients = std::move(next_gradients);
+    keys = refused_keys;
+    gradients = refused_gradients;
+  }
+}
+
+absl::Status PsClient::PushRouted(absl::string_view table,
+                                  absl::Span<const uint64_t> keys,
+                                  absl::Span<const float> gradients,
+                                  uint64_t global_step, const ShardMap& map,
+                                  MapRefusals* refusals,
+                                  std::vector<uint64_t>* refused_keys,
+                                  std::vector<float>* refused_gradients) {
   const size_t dim = gradients.size() / keys.size();
-  const Routing routing = Route(table, keys);
+  const Routing routing = Route(table, keys, map);
   // Sum the gradients of each unique key into its shard's buffer.
   std::vector<std::vector<float>> summed(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) {
@@ -347,6 +479,7 @@ absl::Status PsClient::Push(absl::string_view table,
     request.set_sequence(sequence);
     request.set_global_step(global_step);
     request.set_encoding(options_.encoding);
+    request.set_shard_map_version(map.version());
     v1::TableBatch* batch = request.add_batches();
     batch->set_table(std::string(table));
     batch->mutable_keys()->Add(routing.shard_keys[s].begin(),
@@ -362,11 +495,21 @@ absl::Status PsClient::Push(absl::string_view table,
     }
     targets.push_back(s);
   }
-  return FanOut(targets, [&](size_t s, ShardClient::Done done) {
-    responses[s].Clear();
-    shards_[s]->PushAsync(requests[s], &responses[s], options_.rpc_timeout,
-                          std::move(done));
-  });
+  STRATA_RETURN_IF_ERROR(FanOut(
+      targets,
+      [&](size_t s, ShardClient::Done done) {
+        responses[s].Clear();
+        shards_[s]->PushAsync(requests[s], &responses[s], options_.rpc_timeout,
+                              std::move(done));
+      },
+      refusals));
+  for (size_t s : refusals->shards) {
+    refused_keys->insert(refused_keys->end(), routing.shard_keys[s].begin(),
+                         routing.shard_keys[s].end());
+    refused_gradients->insert(refused_gradients->end(), summed[s].begin(),
+                              summed[s].end());
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<v1::StatsResponse>> PsClient::Stats() {

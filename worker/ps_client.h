@@ -8,12 +8,15 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/clock.h"
+#include "common/shard_map.h"
 #include "proto/strata.pb.h"
 #include "worker/shard_client.h"
 
@@ -52,7 +55,12 @@ struct PsClientOptions {
 };
 
 // The worker's view of a sharded training PS. Routes each key by its virtual
-// bucket (hash of table and key, mod kNumBuckets, buckets mapped to shards),
+// bucket (hash of table and key, mod kNumBuckets) and the cluster's shard
+// map (buckets to shards, versioned): it starts from the map a new cluster
+// has (ShardMap::Modulo) and, when a shard refuses a request routed by
+// another map, fetches the newest map from the shards and routes the refused
+// keys again (a refused request was not applied; its keys go out under a new
+// push sequence), so callers never see that refusal;
 // deduplicates the keys of a batch, sums the gradients of duplicate keys,
 // sends one request per shard concurrently, merges the answers back into the
 // caller's key order, sets a deadline on every call and retries UNAVAILABLE
@@ -74,8 +82,16 @@ class PsClient {
 
   size_t num_shards() const { return shards_.size(); }
   const std::string& client_id() const { return options_.client_id; }
-  // The shard that owns `key` of `table`.
+  // The shard that owns `key` of `table` under the client's shard map.
   uint32_t ShardOf(absl::string_view table, uint64_t key) const;
+  // The shard map the client routes by now.
+  std::shared_ptr<const ShardMap> shard_map() const;
+  // Fetches every shard's map and keeps the newest; FAILED_PRECONDITION
+  // when it is older than `at_least_version`, or has more shards than this
+  // client has addresses for.
+  absl::Status RefreshShardMap(uint64_t at_least_version = 0);
+  // Installs `map` on every shard (SetShardMap), then routes by it.
+  absl::Status SetShardMap(const ShardMap& map);
 
   // Creates the table on every shard (idempotent for an identical config).
   absl::Status CreateTable(const v1::TableConfig& config);
@@ -109,14 +125,24 @@ class PsClient {
  private:
   explicit PsClient(const PsClientOptions& options);
 
+  // The shards that refused a fan-out's requests because they were routed
+  // by another shard map, and the newest map version they named.
+  struct MapRefusals {
+    std::vector<size_t> shards;
+    uint64_t version = 0;
+  };
+
   // Calls `issue(shard, done)` for each shard in `shards` concurrently, and
   // again for those that answered a retryable code, with backoff, until all
-  // succeed, one fails otherwise, or the retry deadline passes. Logs one
-  // WARNING when calls start waiting for a shard and one INFO when a waited
-  // call gets through, not one per retry.
+  // succeed, one fails otherwise, or the retry deadline passes. With
+  // `refusals`, a shard that refuses for another shard map is recorded
+  // there instead of failing the call. Logs one WARNING when calls start
+  // waiting for a shard and one INFO when a waited call gets through, not
+  // one per retry.
   absl::Status FanOut(
       std::vector<size_t> shards,
-      const std::function<void(size_t, ShardClient::Done)>& issue);
+      const std::function<void(size_t, ShardClient::Done)>& issue,
+      MapRefusals* refusals = nullptr);
   // FanOut for the blocking admin calls.
   absl::Status ForEachShard(const std::function<absl::Status(size_t)>& call);
 
@@ -127,10 +153,31 @@ class PsClient {
     std::vector<uint32_t> unique_of;
     std::vector<std::pair<uint32_t, uint32_t>> location;
   };
-  Routing Route(absl::string_view table, absl::Span<const uint64_t> keys) const;
+  Routing Route(absl::string_view table, absl::Span<const uint64_t> keys,
+                const ShardMap& map) const;
+  // Pull by `map`; OK with `refusals` filled when shards refused it for
+  // another map (then `out` is incomplete).
+  absl::Status PullRouted(absl::string_view table,
+                          absl::Span<const uint64_t> keys,
+                          absl::Span<float> out, const ShardMap& map,
+                          MapRefusals* refusals);
+  // Push by `map` under a new sequence; the keys (and summed gradients) of
+  // shards that refused it for another map are left in `refused_keys` and
+  // `refused_gradients`.
+  absl::Status PushRouted(absl::string_view table,
+                          absl::Span<const uint64_t> keys,
+                          absl::Span<const float> gradients,
+                          uint64_t global_step, const ShardMap& map,
+                          MapRefusals* refusals,
+                          std::vector<uint64_t>* refused_keys,
+                          std::vector<float>* refused_gradients);
+  // OK when `map` can be routed by: no more shards than addresses.
+  absl::Status CheckRoutable(const ShardMap& map) const;
 
   PsClientOptions options_;
   std::vector<std::unique_ptr<ShardClient>> shards_;
+  mutable absl::Mutex map_mu_;
+  std::shared_ptr<const ShardMap> map_ ABSL_GUARDED_BY(map_mu_);
   std::atomic<uint64_t> next_sequence_{1};
   // True from the WARNING that calls are waiting for a shard until a retried
   // call succeeds (so one outage logs one line, whatever the callers).

@@ -99,6 +99,19 @@ class ReplicaGroupShardClient final : public ShardClient {
       return replica.Restore(request, response, deadline);
     });
   }
+  absl::Status GetShardMap(v1::ShardMap* response,
+                           absl::Duration deadline) override {
+    return Admin([&](ShardClient& replica) {
+      return replica.GetShardMap(response, deadline);
+    });
+  }
+  absl::Status SetShardMap(const v1::SetShardMapRequest& request,
+                           v1::SetShardMapResponse* response,
+                           absl::Duration deadline) override {
+    return Admin([&](ShardClient& replica) {
+      return replica.SetShardMap(request, response, deadline);
+    });
+  }
   // OK when any replica is healthy.
   absl::Status CheckHealth(absl::Duration deadline) override {
     absl::Status last;

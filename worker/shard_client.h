@@ -27,7 +27,9 @@ class ShardClient {
 
   virtual const std::string& address() const = 0;
 
-  // Each call fails with DEADLINE_EXCEEDED once `deadline` passes.
+  // Each call fails with DEADLINE_EXCEEDED once `deadline` passes. A
+  // refusal for another shard map carries the shard's map version as a
+  // payload (ShardMapVersionOf in common/shard_map.h).
   // The answer is the serialized v1::PullResponse, read with
   // PullResponseReader (common/pull_wire.h) to avoid copying the values
   // into a message first.
@@ -52,6 +54,11 @@ class ShardClient {
   virtual absl::Status Restore(const v1::RestoreRequest& request,
                                v1::RestoreResponse* response,
                                absl::Duration deadline) = 0;
+  virtual absl::Status GetShardMap(v1::ShardMap* response,
+                                   absl::Duration deadline) = 0;
+  virtual absl::Status SetShardMap(const v1::SetShardMapRequest& request,
+                                   v1::SetShardMapResponse* response,
+                                   absl::Duration deadline) = 0;
   // OK when the shard's health service answers SERVING.
   virtual absl::Status CheckHealth(absl::Duration deadline) = 0;
 };

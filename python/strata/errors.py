@@ -8,12 +8,15 @@ import grpc
 class StrataError(Exception):
     """A call failed. `code` is the grpc.StatusCode, `details` the message of
     the server (or of the client, for failures it detects itself) and
-    `endpoint` the "host:port" that answered, when known."""
+    `endpoint` the "host:port" that answered, when known. A shard's refusal
+    of a request routed by another shard map has `shard_map_version`, the
+    shard's current version (else None)."""
 
-    def __init__(self, code, details, endpoint=None):
+    def __init__(self, code, details, endpoint=None, shard_map_version=None):
         self.code = code
         self.details = details
         self.endpoint = endpoint
+        self.shard_map_version = shard_map_version
         where = f" (from {endpoint})" if endpoint else ""
         super().__init__(f"{code.name}: {details}{where}")
 
@@ -87,6 +90,16 @@ def error_for(code, details, endpoint=None):
     return _BY_CODE.get(code, StrataError)(code, details, endpoint)
 
 
+# Trailing metadata of a refusal for another shard map (common/shard_map.h).
+SHARD_MAP_VERSION_METADATA = "strata-shard-map-version"
+
+
 def from_rpc_error(error, endpoint=None):
     """Converts a grpc.RpcError raised by a stub call."""
-    return error_for(error.code(), error.details() or "", endpoint)
+    converted = error_for(error.code(), error.details() or "", endpoint)
+    trailing = getattr(error, "trailing_metadata", None)
+    if error.code() == grpc.StatusCode.FAILED_PRECONDITION and trailing:
+        for key, value in trailing() or ():
+            if key == SHARD_MAP_VERSION_METADATA and str(value).isdigit():
+                converted.shard_map_version = int(value)
+    return converted

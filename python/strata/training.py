@@ -15,8 +15,13 @@ import numpy as np
 from ._keys import as_keys
 from ._proto import health_pb2, health_pb2_grpc, strata_pb2, strata_pb2_grpc
 from ._rpc import EndpointPool, RetryPolicy
-from .errors import InternalError, InvalidArgumentError
-from .hashing import shards_of
+from .errors import (FailedPreconditionError, InternalError,
+                     InvalidArgumentError)
+from .hashing import NUM_BUCKETS, buckets_of
+
+# How many times one call fetches a newer shard map and routes again before
+# it gives up (as the C++ PsClient).
+_MAX_REROUTES = 8
 
 # A table's optimizer and initializer by name, with the numbers of
 # strata.v1.OptimizerType and InitializerType (which the C client,
@@ -98,7 +103,10 @@ class ParameterServerClient:
     its replicas joined by "|", and calls follow its primary). Each call to
     a shard has a deadline of `timeout` seconds and retries UNAVAILABLE with
     backoff until then. Pushes carry `client_id` (random unless given) and a
-    sequence number, so a retried push is applied once.
+    sequence number, so a retried push is applied once. Keys are routed by
+    the cluster's shard map (buckets to shards, versioned); when a shard
+    refuses a request routed by an older map, the client fetches the newest
+    one and routes the refused keys again, without raising.
 
     Example:
         ps = strata.ParameterServerClient(["127.0.0.1:50051", "127.0.0.1:50052"])
@@ -128,6 +136,9 @@ class ParameterServerClient:
         # As the C++ PsClient: sequences start at the time in microseconds, so
         # a restarted client with the same id is not taken for a retry.
         self._next_sequence = max(1, time.time_ns() // 1000)
+        # The map a new cluster has: bucket b on shard b mod num_shards.
+        # (version, owner of each bucket), replaced as a whole.
+        self._map = (1, np.arange(NUM_BUCKETS, dtype=np.int64) % len(shards))
 
     @property
     def num_shards(self):
@@ -245,10 +256,24 @@ class ParameterServerClient:
         """Rows of `keys` (1-D ids) as float32 (len(keys), dim)."""
         ids = self._ids(table, keys)
         unique, inverse = np.unique(ids, return_inverse=True)
+        for _ in range(_MAX_REROUTES):
+            try:
+                rows = self._pull_routed(table, unique, timeout)
+                return rows[inverse.reshape(-1)]
+            except FailedPreconditionError as e:
+                # Pulls are idempotent: all of it goes again by the new map.
+                if e.shard_map_version is None:
+                    raise
+                self.refresh_shard_map(e.shard_map_version, timeout)
+        raise self._too_many_reroutes("pull")
+
+    def _pull_routed(self, table, unique, timeout):
         rows, dim = None, None
         for shard, positions in self._route(table, unique):
-            request = strata_pb2.PullRequest(batches=[strata_pb2.TableBatch(
-                table=table, keys=unique[positions].tolist())])
+            request = strata_pb2.PullRequest(
+                batches=[strata_pb2.TableBatch(
+                    table=table, keys=unique[positions].tolist())],
+                shard_map_version=self.shard_map_version)
             response = self._shards[shard].call("Pull", request, timeout)
             values = np.array(response.batches[0].values, dtype=np.float32)
             if len(response.batches) != 1 or values.size % positions.size:
@@ -258,7 +283,7 @@ class ParameterServerClient:
             if rows is None:
                 rows = np.empty((unique.size, dim), dtype=np.float32)
             rows[positions] = values.reshape(positions.size, dim)
-        return rows[inverse.reshape(-1)]
+        return rows
 
     def push(self, table: str, keys, gradients,
              timeout: Optional[float] = None) -> bool:
@@ -274,18 +299,79 @@ class ParameterServerClient:
         unique, inverse = np.unique(ids, return_inverse=True)
         summed = np.zeros((unique.size, grads.shape[1]), dtype=np.float32)
         np.add.at(summed, inverse.reshape(-1), grads)
-        sequence = self._next_sequence
-        self._next_sequence += 1
         duplicate = True
-        for shard, positions in self._route(table, unique):
-            request = strata_pb2.PushRequest(
-                batches=[strata_pb2.TableBatch(
-                    table=table, keys=unique[positions].tolist(),
-                    values=summed[positions].reshape(-1).tolist())],
-                client_id=self.client_id, sequence=sequence)
-            duplicate &= self._shards[shard].call("Push", request,
-                                                  timeout).duplicate
-        return duplicate
+        for _ in range(_MAX_REROUTES):
+            # Each round has its own sequence: a shard that applied its part
+            # of an earlier round would take the old one for a retry.
+            sequence = self._next_sequence
+            self._next_sequence += 1
+            refused, newest = [], 0
+            for shard, positions in self._route(table, unique):
+                request = strata_pb2.PushRequest(
+                    batches=[strata_pb2.TableBatch(
+                        table=table, keys=unique[positions].tolist(),
+                        values=summed[positions].reshape(-1).tolist())],
+                    client_id=self.client_id, sequence=sequence,
+                    shard_map_version=self.shard_map_version)
+                try:
+                    duplicate &= self._shards[shard].call(
+                        "Push", request, timeout).duplicate
+                except FailedPreconditionError as e:
+                    if e.shard_map_version is None:
+                        raise
+                    # Not applied: these keys go again by the newer map.
+                    refused.append(positions)
+                    newest = max(newest, e.shard_map_version)
+            if not refused:
+                return duplicate
+            self.refresh_shard_map(newest, timeout)
+            kept = np.concatenate(refused)
+            unique, summed = unique[kept], summed[kept]
+        raise self._too_many_reroutes("push")
+
+    def shard_map(self, timeout: Optional[float] = None):
+        """(version, owners): the newest shard map any shard serves, owners
+        being the shard index of each of the 4096 buckets."""
+        newest = None
+        for pool in self._shards:
+            answer = pool.call("GetShardMap", strata_pb2.GetShardMapRequest(),
+                               timeout)
+            if newest is None or answer.version > newest.version:
+                newest = answer
+        return newest.version, np.array(newest.bucket_owners, dtype=np.int64)
+
+    def refresh_shard_map(self, at_least_version: int = 0,
+                          timeout: Optional[float] = None) -> int:
+        """Fetches the shards' newest map and routes by it from now on;
+        returns its version."""
+        version, owners = self.shard_map(timeout)
+        if version < at_least_version:
+            raise FailedPreconditionError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"a shard refused a request for shard map version "
+                f"{at_least_version}, but the newest map any shard serves is "
+                f"version {version}")
+        if owners.size != NUM_BUCKETS or (owners.size and
+                                          owners.max() >= len(self._shards)):
+            raise FailedPreconditionError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"the cluster's shard map (version {version}) has shards "
+                f"beyond the {len(self._shards)} addresses this client was "
+                f"given: give it every shard's")
+        if version > self.shard_map_version:
+            self._map = (version, owners)
+        return self.shard_map_version
+
+    @property
+    def shard_map_version(self) -> int:
+        """The version of the shard map this client routes by."""
+        return self._map[0]
+
+    def _too_many_reroutes(self, what):
+        return FailedPreconditionError(
+            grpc.StatusCode.FAILED_PRECONDITION,
+            f"{what}: the shard map changed {_MAX_REROUTES} times while the "
+            f"call was routed (now version {self.shard_map_version})")
 
     def close(self) -> None:
         for pool in self._shards + self._health:
@@ -306,6 +392,6 @@ class ParameterServerClient:
 
     def _route(self, table, unique):
         """(shard, positions in `unique`) for each shard that owns a key."""
-        owners = shards_of(table, unique, len(self._shards))
+        owners = self._map[1][buckets_of(table, unique).astype(np.int64)]
         for shard in np.unique(owners):
             yield int(shard), np.flatnonzero(owners == shard)

@@ -155,6 +155,15 @@ class CancelsFirstPushAfterApplying : public ShardClient {
                        absl::Duration deadline) override {
     return real_->Restore(request, response, deadline);
   }
+  absl::Status GetShardMap(v1::ShardMap* response,
+                           absl::Duration deadline) override {
+    return real_->GetShardMap(response, deadline);
+  }
+  absl::Status SetShardMap(const v1::SetShardMapRequest& request,
+                           v1::SetShardMapResponse* response,
+                           absl::Duration deadline) override {
+    return real_->SetShardMap(request, response, deadline);
+  }
   absl::Status CheckHealth(absl::Duration deadline) override {
     return real_->CheckHealth(deadline);
   }

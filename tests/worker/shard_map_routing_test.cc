@@ -1,0 +1,408 @@
+// The versioned shard map end to end: real strata-server processes (static,
+// and coordinated through a real etcd), PsClient and raw shard calls.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "common/hash.h"
+#include "common/shard_map.h"
+#include "gmock/gmock.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "gtest/gtest.h"
+#include "proto/shard_map_proto.h"
+#include "tests/testing/etcd_process.h"
+#include "tests/testing/replicas.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/status_matchers.h"
+#include "worker/ps_client.h"
+#include "worker/shard_client.h"
+
+namespace strata {
+namespace {
+
+using ::strata::testing::EtcdProcess;
+using ::strata::testing::IsOk;
+using ::strata::testing::ServerProcess;
+using ::strata::testing::ServerProcessOptions;
+using ::strata::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr uint32_t kDim = 4;
+constexpr char kTable[] = "moved";
+
+v1::TableConfig SgdTable() {
+  v1::TableConfig config;
+  config.set_name(kTable);
+  config.set_dim(kDim);
+  config.set_seed(5);
+  config.mutable_initializer()->set_type(v1::UNIFORM);
+  config.mutable_initializer()->set_min(-0.5f);
+  config.mutable_initializer()->set_max(0.5f);
+  config.mutable_optimizer()->set_type(v1::SGD);
+  config.mutable_optimizer()->set_learning_rate(1.0f);
+  return config;
+}
+
+// A pull of `keys` sent straight to one shard, routed by `version`.
+absl::Status PullOn(ShardClient& shard, std::vector<uint64_t> keys,
+                    uint64_t version) {
+  v1::PullRequest request;
+  request.set_shard_map_version(version);
+  v1::TableBatch* batch = request.add_batches();
+  batch->set_table(kTable);
+  batch->mutable_keys()->Add(keys.begin(), keys.end());
+  grpc::ByteBuffer answer;
+  absl::Status result;
+  absl::Notification done;
+  shard.PullAsync(request, &answer, absl::Seconds(10),
+                  [&](absl::Status status) {
+                    result = std::move(status);
+                    done.Notify();
+                  });
+  done.WaitForNotification();
+  return result;
+}
+
+// Forwards every call to a real shard client, except that its first push is
+// applied, then `after_apply` runs (a test changes the shard map there), and
+// the push is answered CANCELLED, as when its answer is lost.
+class LosesFirstPushAnswer : public ShardClient {
+ public:
+  LosesFirstPushAnswer(std::unique_ptr<ShardClient> real,
+                       std::function<void()> after_apply)
+      : real_(std::move(real)), after_apply_(std::move(after_apply)) {}
+  const std::string& address() const override { return real_->address(); }
+  void PullAsync(const v1::PullRequest& request, grpc::ByteBuffer* response,
+                 absl::Duration deadline, Done done) override {
+    real_->PullAsync(request, response, deadline, std::move(done));
+  }
+  void PushAsync(const v1::PushRequest& request, v1::PushResponse* response,
+                 absl::Duration deadline, Done done) override {
+    if (lost_) {
+      real_->PushAsync(request, response, deadline, std::move(done));
+      return;
+    }
+    lost_ = true;
+    absl::Notification applied;
+    real_->PushAsync(request, response, deadline, [&](absl::Status status) {
+      EXPECT_THAT(status, IsOk());
+      applied.Notify();
+    });
+    applied.WaitForNotification();
+    after_apply_();
+    done(absl::CancelledError("the answer was lost"));
+  }
+  absl::Status CreateTable(const v1::CreateTableRequest& request,
+                           v1::CreateTableResponse* response,
+                           absl::Duration deadline) override {
+    return real_->CreateTable(request, response, deadline);
+  }
+  absl::Status ListTables(v1::ListTablesResponse* response,
+                          absl::Duration deadline) override {
+    return real_->ListTables(response, deadline);
+  }
+  absl::Status Stats(v1::StatsResponse* response,
+                     absl::Duration deadline) override {
+    return real_->Stats(response, deadline);
+  }
+  absl::Status Checkpoint(const v1::CheckpointRequest& request,
+                          v1::CheckpointResponse* response,
+                          absl::Duration deadline) override {
+    return real_->Checkpoint(request, response, deadline);
+  }
+  absl::Status Restore(const v1::RestoreRequest& request,
+                       v1::RestoreResponse* response,
+                       absl::Duration deadline) override {
+    return real_->Restore(request, response, deadline);
+  }
+  absl::Status GetShardMap(v1::ShardMap* response,
+                           absl::Duration deadline) override {
+    return real_->GetShardMap(response, deadline);
+  }
+  absl::Status SetShardMap(const v1::SetShardMapRequest& request,
+                           v1::SetShardMapResponse* response,
+                           absl::Duration deadline) override {
+    return real_->SetShardMap(request, response, deadline);
+  }
+  absl::Status CheckHealth(absl::Duration deadline) override {
+    return real_->CheckHealth(deadline);
+  }
+
+ private:
+  std::unique_ptr<ShardClient> real_;
+  std::function<void()> after_apply_;
+  // Pushes to one shard are issued from one thread at a time here.
+  bool lost_ = false;
+};
+
+class ShardMapRoutingTest : public ::testing::Test {
+ protected:
+  // Two static shards, or, with `etcd`, two shards keeping the map there.
+  void StartShards(const std::string& etcd = "") {
+    for (int shard = 0; shard < 2; ++shard) {
+      ServerProcessOptions options;
+      if (!etcd.empty()) {
+        options.flags = testing::ReplicaFlags(etcd, 0, 1, "map-test");
+      }
+      options.flags.push_back("--num_shards=2");
+      options.flags.push_back(absl::StrCat("--shard_index=", shard));
+      shards_.push_back(std::make_unique<ServerProcess>(options));
+      ASSERT_THAT(shards_.back()->Start(), IsOk());
+    }
+    admin_ = MakeClient();
+    ASSERT_NE(admin_, nullptr);
+    ASSERT_THAT(admin_->CreateTable(SgdTable()), IsOk());
+  }
+
+  std::unique_ptr<PsClient> MakeClient(PsClientOptions options = {}) {
+    options.shard_addresses = {shards_[0]->address(), shards_[1]->address()};
+    options.retry_deadline = absl::Seconds(20);
+    absl::StatusOr<std::unique_ptr<PsClient>> client =
+        PsClient::Create(options);
+    EXPECT_THAT(client, IsOk());
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+
+  // Keys 1..n, and one of them whose bucket shard 1 owns under the first
+  // map, with the map that gives that bucket to shard 0 (version 2).
+  struct Move {
+    std::vector<uint64_t> keys;
+    uint64_t moved_key = 0;
+    uint32_t bucket = 0;
+    ShardMap map = ShardMap::Modulo(2);
+  };
+  Move PlanMove(size_t n) {
+    Move move;
+    for (uint64_t key = 1; key <= n; ++key) move.keys.push_back(key);
+    const uint64_t table_hash = HashString(kTable);
+    for (uint64_t key : move.keys) {
+      if (move.map.OwnerOfKey(table_hash, key) == 1) {
+        move.moved_key = key;
+        break;
+      }
+    }
+    EXPECT_NE(move.moved_key, 0u);
+    move.bucket = BucketOf(table_hash, move.moved_key);
+    absl::StatusOr<ShardMap> next = move.map.WithOwner(move.bucket, 0);
+    EXPECT_THAT(next, IsOk());
+    move.map = *next;
+    return move;
+  }
+
+  std::vector<float> PullAll(PsClient& client,
+                             const std::vector<uint64_t>& keys) {
+    std::vector<float> rows(keys.size() * kDim);
+    EXPECT_THAT(client.Pull(kTable, keys, absl::MakeSpan(rows)), IsOk());
+    return rows;
+  }
+
+  std::vector<std::unique_ptr<ServerProcess>> shards_;
+  std::unique_ptr<PsClient> admin_;
+};
+
+TEST_F(ShardMapRoutingTest, ClientsOfAnOldMapRerouteAndPushExactlyOnce) {
+  StartShards();
+  const Move move = PlanMove(40);
+  // Rows of an untouched bucket: moving it needs no copy.
+  const std::vector<float> initial = PullAll(*admin_, move.keys);
+  std::unique_ptr<PsClient> stale_puller = MakeClient();
+  std::unique_ptr<PsClient> stale_pusher = MakeClient();
+  ASSERT_THAT(admin_->SetShardMap(move.map), IsOk());
+  EXPECT_EQ(admin_->shard_map()->version(), 2u);
+  EXPECT_EQ(stale_pusher->shard_map()->version(), 1u);
+
+  // A pull by the old map: shard 1 refuses it, the client fetches version 2
+  // and pulls again; the caller sees the rows only.
+  EXPECT_EQ(PullAll(*stale_puller, move.keys), initial);
+  EXPECT_EQ(stale_puller->shard_map()->version(), 2u);
+  EXPECT_EQ(stale_puller->ShardOf(kTable, move.moved_key), 0u);
+
+  // A push by the old map: shard 0 applies its part, shard 1 refuses its
+  // part, whose keys go to their new owners under a new sequence. Every row
+  // moves by exactly one gradient (lost: unchanged; twice: -2).
+  const std::vector<float> ones(move.keys.size() * kDim, 1.0f);
+  ASSERT_THAT(stale_pusher->Push(kTable, move.keys, ones), IsOk());
+  EXPECT_EQ(stale_pusher->shard_map()->version(), 2u);
+  const std::vector<float> after = PullAll(*admin_, move.keys);
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_EQ(after[i], initial[i] - 1.0f) << "key " << move.keys[i / kDim];
+  }
+
+  // The moved key's row now lives on shard 0; shard 1 refuses it with the
+  // current version, whichever version the request names.
+  std::unique_ptr<ShardClient> shard0 =
+      CreateGrpcShardClient(shards_[0]->address());
+  std::unique_ptr<ShardClient> shard1 =
+      CreateGrpcShardClient(shards_[1]->address());
+  EXPECT_THAT(PullOn(*shard0, {move.moved_key}, 2), IsOk());
+  const absl::Status not_owned = PullOn(*shard1, {move.moved_key}, 2);
+  EXPECT_THAT(not_owned,
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr(absl::StrCat("bucket ", move.bucket)),
+                             HasSubstr("owned by shard 0"))));
+  EXPECT_EQ(ShardMapVersionOf(not_owned), 2u);
+  const absl::Status stale = PullOn(*shard1, {move.keys[0]}, 1);
+  EXPECT_THAT(stale, StatusIs(absl::StatusCode::kFailedPrecondition,
+                              HasSubstr("routed by shard map version 1")));
+  EXPECT_EQ(ShardMapVersionOf(stale), 2u);
+  // A newer map than the shard knows of: retry later.
+  EXPECT_THAT(PullOn(*shard1, {move.keys[0]}, 3),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("newer than this shard's version 2")));
+  v1::StatsResponse stats;
+  ASSERT_THAT(shard1->Stats(&stats, absl::Seconds(10)), IsOk());
+  EXPECT_EQ(stats.shard_map_version(), 2u);
+}
+
+TEST_F(ShardMapRoutingTest,
+       ARetryOfAPushAppliedBeforeTheMapChangedIsADuplicate) {
+  StartShards();
+  std::vector<uint64_t> keys;
+  for (uint64_t key = 1; key <= 40; ++key) keys.push_back(key);
+  // A bucket of shard 1 that none of the keys is in: moving it needs no
+  // rows copied, and the push's own keys keep their owners.
+  const uint64_t table_hash = HashString(kTable);
+  std::vector<bool> used(kNumBuckets, false);
+  for (uint64_t key : keys) used[BucketOf(table_hash, key)] = true;
+  uint32_t empty_bucket = 1;
+  while (used[empty_bucket]) empty_bucket += 2;
+  absl::StatusOr<ShardMap> next =
+      ShardMap::Modulo(2).WithOwner(empty_bucket, 0);
+  ASSERT_THAT(next, IsOk());
+  const std::vector<float> initial = PullAll(*admin_, keys);
+
+  // Shard 1 applies the push; the map changes; its answer is lost, and the
+  // client retries the same request, routed by version 1.
+  PsClientOptions options;
+  const std::string lossy = shards_[1]->address();
+  options.shard_client_factory = [&](const std::string& address) {
+    std::unique_ptr<ShardClient> real = CreateGrpcShardClient(address);
+    if (address != lossy) return real;
+    return std::unique_ptr<ShardClient>(new LosesFirstPushAnswer(
+        std::move(real),
+        [&] { EXPECT_THAT(admin_->SetShardMap(*next), IsOk()); }));
+  };
+  std::unique_ptr<PsClient> client = MakeClient(options);
+  const std::vector<float> ones(keys.size() * kDim, 1.0f);
+  ASSERT_THAT(client->Push(kTable, keys, ones), IsOk());
+
+  // Refusing the retry for the old map would have made the client send
+  // shard 1's keys again under a new sequence: applied twice.
+  const std::vector<float> after = PullAll(*admin_, keys);
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_EQ(after[i], initial[i] - 1.0f) << "key " << keys[i / kDim];
+  }
+  std::unique_ptr<ShardClient> shard1 = CreateGrpcShardClient(lossy);
+  v1::StatsResponse stats;
+  ASSERT_THAT(shard1->Stats(&stats, absl::Seconds(10)), IsOk());
+  EXPECT_EQ(stats.duplicate_pushes(), 1u);
+}
+
+TEST_F(ShardMapRoutingTest, AShardKeepsItsMapAcrossARestartAndChecksChanges) {
+  StartShards();
+  const Move move = PlanMove(40);
+  ASSERT_THAT(admin_->SetShardMap(move.map), IsOk());
+  std::unique_ptr<ShardClient> shard1 =
+      CreateGrpcShardClient(shards_[1]->address());
+  v1::SetShardMapRequest request;
+  v1::SetShardMapResponse response;
+  // The same map again changes nothing; an older one is refused.
+  *request.mutable_map() = ShardMapToProto(move.map);
+  ASSERT_THAT(shard1->SetShardMap(request, &response, absl::Seconds(10)),
+              IsOk());
+  EXPECT_FALSE(response.changed());
+  *request.mutable_map() = ShardMapToProto(ShardMap::Modulo(2));
+  EXPECT_THAT(shard1->SetShardMap(request, &response, absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("version 1, not above")));
+  // A map without this shard, or a malformed one.
+  absl::StatusOr<ShardMap> one_shard =
+      ShardMap::Create(3, 1, std::vector<uint32_t>(kNumBuckets, 0));
+  ASSERT_THAT(one_shard, IsOk());
+  *request.mutable_map() = ShardMapToProto(*one_shard);
+  EXPECT_THAT(shard1->SetShardMap(request, &response, absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("without this shard 1")));
+  request.mutable_map()->mutable_bucket_owners()->RemoveLast();
+  EXPECT_THAT(shard1->SetShardMap(request, &response, absl::Seconds(10)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("4095 bucket owners")));
+
+  // Killed and restarted: it serves the map it kept.
+  ASSERT_THAT(shards_[1]->Kill9(), IsOk());
+  ASSERT_THAT(shards_[1]->StartOnSamePort(), IsOk());
+  shard1 = CreateGrpcShardClient(shards_[1]->address());
+  v1::ShardMap kept;
+  ASSERT_THAT(shard1->GetShardMap(&kept, absl::Seconds(10)), IsOk());
+  EXPECT_THAT(ShardMapFromProto(kept),
+              ::strata::testing::IsOkAndHolds(move.map));
+
+  // Started with another shard count on the same data: refused, naming both.
+  ASSERT_THAT(shards_[1]->Kill9(), IsOk());
+  ServerProcessOptions wrong;
+  wrong.data_dir = shards_[1]->data_dir();
+  wrong.flags = {"--num_shards=3", "--shard_index=1"};
+  ServerProcess restarted(wrong);
+  EXPECT_FALSE(restarted.Start().ok());
+  EXPECT_THAT(restarted.log(), AllOf(HasSubstr("of 2"), HasSubstr("of 3")));
+}
+
+TEST_F(ShardMapRoutingTest, InEtcdOneShardsNewMapReachesTheOthers) {
+  EtcdProcess etcd;
+  ASSERT_THAT(etcd.Start(), IsOk());
+  StartShards(etcd.endpoint());
+  const Move move = PlanMove(40);
+  std::unique_ptr<PsClient> stale = MakeClient();
+  const std::vector<float> initial = PullAll(*stale, move.keys);
+
+  // Installed on shard 1 only (the bucket's old owner): it goes into etcd;
+  // shard 0 still serves version 1.
+  std::unique_ptr<ShardClient> shard0 =
+      CreateGrpcShardClient(shards_[0]->address());
+  std::unique_ptr<ShardClient> shard1 =
+      CreateGrpcShardClient(shards_[1]->address());
+  v1::SetShardMapRequest request;
+  *request.mutable_map() = ShardMapToProto(move.map);
+  v1::SetShardMapResponse response;
+  ASSERT_THAT(shard1->SetShardMap(request, &response, absl::Seconds(10)),
+              IsOk());
+  EXPECT_TRUE(response.changed());
+
+  // A push by version 1: shard 0 applies its part under the push's
+  // sequence, shard 1 refuses its part; the client fetches version 2 and
+  // sends only the refused keys, under a new sequence, the moved one to
+  // shard 0, which finds version 2 in etcd. Every row moves by exactly one
+  // gradient: a key sent twice would move by 2, and the moved key sent
+  // under the old sequence would be taken for a retry and not move.
+  const std::vector<float> ones(move.keys.size() * kDim, 1.0f);
+  ASSERT_THAT(stale->Push(kTable, move.keys, ones), IsOk());
+  EXPECT_EQ(stale->shard_map()->version(), 2u);
+  const std::vector<float> after = PullAll(*stale, move.keys);
+  for (size_t i = 0; i < after.size(); ++i) {
+    ASSERT_EQ(after[i], initial[i] - 1.0f) << "key " << move.keys[i / kDim];
+  }
+  v1::ShardMap served;
+  ASSERT_THAT(shard0->GetShardMap(&served, absl::Seconds(10)), IsOk());
+  EXPECT_EQ(served.version(), 2u);
+
+  // A shard of the same cluster started with another count is refused,
+  // naming both counts.
+  ServerProcessOptions wrong;
+  wrong.flags = testing::ReplicaFlags(etcd.endpoint(), 0, 1, "map-test");
+  wrong.flags.push_back("--num_shards=3");
+  wrong.flags.push_back("--shard_index=2");
+  ServerProcess third(wrong);
+  EXPECT_FALSE(third.Start().ok());
+  EXPECT_THAT(third.log(),
+              AllOf(HasSubstr("has 2 shards"), HasSubstr("--num_shards=3")));
+}
+
+}  // namespace
+}  // namespace strata
