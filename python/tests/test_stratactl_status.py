@@ -1,5 +1,6 @@
 """`stratactl status` against the live cluster: rows and rates from every
-shard, the serving PS's lag, and a shard that is down named with exit 1."""
+shard, the serving PS's lag, and a shard that is down named with exit 1;
+`stratactl shard-map`."""
 
 import json
 import subprocess
@@ -52,3 +53,13 @@ def test_status_names_a_shard_that_is_down_and_exits_1(shard_addresses):
     assert "cluster: 1/2 shards up" in result.stdout
     assert f"{dead} DOWN: UNAVAILABLE" in result.stdout
     assert f"{shard_addresses[0]} UP" in result.stdout
+
+
+def test_shard_map_shows_the_version_and_each_shards_buckets(stratactl):
+    doc = json.loads(stratactl("--json", "shard-map"))
+    assert doc["version"] == 1 and doc["num_shards"] == 2
+    assert [s["buckets"] for s in doc["shards"]] == [2048, 2048]
+    assert [s["serves_version"] for s in doc["shards"]] == [1, 1]
+    text = stratactl("shard-map")
+    assert text.splitlines()[0] == "shard map version 1: 2 shards, 4096 buckets"
+    assert "2048 buckets, serves version 1" in text
