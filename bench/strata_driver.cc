@@ -47,12 +47,14 @@ struct Entry {
   uint64_t keys = 0;
 };
 
-// Routes keys to shards exactly as PsClient does and fills an Entry.
+// Routes keys to shards exactly as PsClient does (by the cluster's shard
+// map, fetched once before the run) and fills an Entry.
 class RequestBuilder {
  public:
-  RequestBuilder(const BenchOptions& options, size_t num_shards)
+  RequestBuilder(const BenchOptions& options, const ShardMap& map)
       : options_(options),
-        num_shards_(static_cast<uint32_t>(num_shards)),
+        map_(map),
+        num_shards_(static_cast<uint32_t>(options.shards.size())),
         table_hash_(HashString(options.table)),
         row_(MakeRow(options)),
         row_fp16_(row_.size()) {
@@ -62,8 +64,7 @@ class RequestBuilder {
   void Fill(absl::Span<const uint64_t> keys, bool push, Entry& entry) const {
     std::vector<std::vector<uint64_t>> routed(num_shards_);
     for (uint64_t key : keys) {
-      routed[DefaultBucketOwner(BucketOf(table_hash_, key), num_shards_)]
-          .push_back(key);
+      routed[map_.OwnerOfKey(table_hash_, key)].push_back(key);
     }
     entry.pulls.resize(push ? 0 : num_shards_);
     entry.pushes.resize(push ? num_shards_ : 0);
@@ -78,10 +79,12 @@ class RequestBuilder {
       if (push) {
         entry.pushes[s].Clear();
         entry.pushes[s].set_encoding(encoding);
+        entry.pushes[s].set_shard_map_version(map_.version());
         batch = entry.pushes[s].add_batches();
       } else {
         entry.pulls[s].Clear();
         entry.pulls[s].set_encoding(encoding);
+        entry.pulls[s].set_shard_map_version(map_.version());
         batch = entry.pulls[s].add_batches();
       }
       batch->set_table(options_.table);
@@ -111,6 +114,7 @@ class RequestBuilder {
   }
 
   const BenchOptions& options_;
+  const ShardMap map_;
   uint32_t num_shards_;
   uint64_t table_hash_;
   std::vector<float> row_;
@@ -125,12 +129,12 @@ std::string RandomHex() {
 // One benchmark thread. Not thread-safe: it is one thread's state.
 class StrataThread {
  public:
-  StrataThread(const BenchOptions& options, int index,
+  StrataThread(const BenchOptions& options, const ShardMap& map, int index,
                std::atomic<uint64_t>* next_load_key)
       : options_(options),
         push_(options.mode != "pull"),
         load_(options.is_load()),
-        builder_(options, options.shards.size()),
+        builder_(options, map),
         next_load_key_(next_load_key),
         client_id_(absl::StrCat("strata-bench-", RandomHex(), "-", index)),
         slots_(static_cast<size_t>(options.inflight)) {
@@ -302,8 +306,8 @@ class StrataThread {
   RunResult result_;
 };
 
-// Checks the table, creating it for a load.
-absl::Status PrepareTable(const BenchOptions& options) {
+// Checks the table, creating it for a load; returns the cluster's shard map.
+absl::StatusOr<ShardMap> PrepareTable(const BenchOptions& options) {
   PsClientOptions client_options;
   client_options.shard_addresses = options.shards;
   client_options.rpc_timeout = absl::Milliseconds(options.timeout_ms);
@@ -311,6 +315,13 @@ absl::Status PrepareTable(const BenchOptions& options) {
   absl::StatusOr<std::unique_ptr<PsClient>> client =
       PsClient::Create(client_options);
   if (!client.ok()) return client.status();
+  // A server that serves no shard map (the transport ceiling's stand-in)
+  // is routed by the first map.
+  if (absl::Status refreshed = (*client)->RefreshShardMap();
+      !refreshed.ok() && !absl::IsUnimplemented(refreshed)) {
+    return refreshed;
+  }
+  const ShardMap map = *(*client)->shard_map();
   absl::StatusOr<std::vector<v1::TableInfo>> tables = (*client)->ListTables();
   if (!tables.ok()) return tables.status();
   for (const v1::TableInfo& info : *tables) {
@@ -320,7 +331,7 @@ absl::Status PrepareTable(const BenchOptions& options) {
           absl::StrCat("table '", options.table, "' has dim ",
                        info.config().dim(), ", not --dim=", options.dim));
     }
-    return absl::OkStatus();
+    return map;
   }
   if (!options.is_load()) {
     return absl::NotFoundError(
@@ -334,20 +345,23 @@ absl::Status PrepareTable(const BenchOptions& options) {
   config.mutable_optimizer()->set_type(type);
   config.mutable_initializer()->set_type(v1::UNIFORM);
   config.set_seed(options.seed);
-  return (*client)->CreateTable(config);
+  if (absl::Status created = (*client)->CreateTable(config); !created.ok()) {
+    return created;
+  }
+  return map;
 }
 
 }  // namespace
 
 absl::StatusOr<RunResult> RunStrata(const BenchOptions& options) {
-  absl::Status prepared = PrepareTable(options);
-  if (!prepared.ok()) return prepared;
+  absl::StatusOr<ShardMap> map = PrepareTable(options);
+  if (!map.ok()) return map.status();
   // Build every thread's requests before any clock starts.
   std::atomic<uint64_t> next_load_key{0};
   std::vector<std::unique_ptr<StrataThread>> workers;
   for (int t = 0; t < options.threads; ++t) {
     workers.push_back(
-        std::make_unique<StrataThread>(options, t, &next_load_key));
+        std::make_unique<StrataThread>(options, *map, t, &next_load_key));
   }
   return RunThreads(options, workers.size(), [&](size_t t, const Window& w) {
     return workers[t]->Run(w);

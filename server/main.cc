@@ -485,8 +485,8 @@ int Run() {
     return absl::IsFailedPrecondition(shard_map.status()) ? kExitUsage
                                                           : kExitRuntimeError;
   }
-  STRATA_LOG(INFO, "server") << "shard map " << shard_map->Summary()
-                             << " from " << map_store->Where();
+  STRATA_LOG(INFO, "server")
+      << "shard map " << shard_map->Summary() << " from " << map_store->Where();
 
   ShardServiceOptions service_options;
   service_options.store = store->get();
@@ -568,6 +568,9 @@ int Run() {
       rendezvous.AddMetrics(&families);
       AddTableMetrics((*store)->ListTables(), &families);
       AddStorageMetrics((*store)->GetStorageStats(), &families);
+      AddGauge(&families, "strata_server_shard_map_version",
+               "Version of the shard map this shard serves by.",
+               static_cast<double>(service.shard_map()->version()));
       if (replication->group) {
         AddReplicationMetrics(replication->group->GetStatus(), &families);
       }

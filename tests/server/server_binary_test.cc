@@ -394,6 +394,7 @@ TEST(ServerBinaryTest, MetricsCountRequestsAndHealthzAnswers) {
   STRATA_ASSERT_OK_AND_ASSIGN(std::string before,
                               HttpGet(metrics_port, "/metrics"));
   EXPECT_THAT(before, HasSubstr("# TYPE strata_server_requests_total counter"));
+  EXPECT_THAT(before, HasSubstr("strata_server_shard_map_version 1\n"));
   STRATA_ASSERT_OK_AND_ASSIGN(double pulls_before,
                               SampleValue(before, kPullsOk));
 
