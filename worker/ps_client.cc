@@ -141,13 +141,20 @@ absl::Status PsClient::CheckRoutable(const ShardMap& map) const {
 }
 
 absl::Status PsClient::RefreshShardMap(uint64_t at_least_version) {
+  std::vector<size_t> all(shards_.size());
+  for (size_t s = 0; s < all.size(); ++s) all[s] = s;
+  return RefreshShardMapFrom(std::move(all), at_least_version);
+}
+
+absl::Status PsClient::RefreshShardMapFrom(std::vector<size_t> shards,
+                                           uint64_t at_least_version) {
   std::vector<v1::ShardMap> answers(shards_.size());
-  STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
+  STRATA_RETURN_IF_ERROR(FanOut(shards, [&](size_t s, ShardClient::Done done) {
     answers[s].Clear();
-    return shards_[s]->GetShardMap(&answers[s], options_.rpc_timeout);
+    done(shards_[s]->GetShardMap(&answers[s], options_.rpc_timeout));
   }));
   std::optional<ShardMap> newest;
-  for (size_t s = 0; s < answers.size(); ++s) {
+  for (size_t s : shards) {
     absl::StatusOr<ShardMap> map = ShardMapFromProto(answers[s]);
     if (!map.ok()) {
       return absl::InternalError(
@@ -159,7 +166,7 @@ absl::Status PsClient::RefreshShardMap(uint64_t at_least_version) {
   if (newest->version() < at_least_version) {
     return absl::FailedPreconditionError(absl::StrCat(
         "a shard refused a request for shard map version ", at_least_version,
-        ", but the newest map any shard serves is ", newest->Summary()));
+        ", but the newest map the shards asked serve is ", newest->Summary()));
   }
   STRATA_RETURN_IF_ERROR(CheckRoutable(*newest));
   absl::MutexLock lock(&map_mu_);
@@ -334,7 +341,8 @@ absl::Status PsClient::Pull(absl::string_view table,
     STRATA_RETURN_IF_ERROR(PullRouted(table, keys, out, *map, &refusals));
     if (refusals.shards.empty()) return absl::OkStatus();
     // Pulls are idempotent: the whole pull goes again by the newer map.
-    STRATA_RETURN_IF_ERROR(RefreshShardMap(refusals.version));
+    STRATA_RETURN_IF_ERROR(
+        RefreshShardMapFrom(refusals.shards, refusals.version));
   }
 }
 
@@ -440,7 +448,8 @@ absl::Status PsClient::Push(absl::string_view table,
     // The refused requests were not applied: only their keys go again, by
     // the newer map and under a new sequence (a shard that applied its part
     // of this push would take the old sequence for a retry).
-    STRATA_RETURN_IF_ERROR(RefreshShardMap(refusals.version));
+    STRATA_RETURN_IF_ERROR(
+        RefreshShardMapFrom(refusals.shards, refusals.version));
     refused_keys = std::move(next_keys);
     refused_gradients = std::move(next_gradients);
     keys = refused_keys;

@@ -171,6 +171,11 @@ class PsClient {
                           MapRefusals* refusals,
                           std::vector<uint64_t>* refused_keys,
                           std::vector<float>* refused_gradients);
+  // RefreshShardMap asking only `shards` (those that refused a call for
+  // another map: they serve a map at least that new), so that a shard that
+  // is down does not hold up the calls that do not need it.
+  absl::Status RefreshShardMapFrom(std::vector<size_t> shards,
+                                   uint64_t at_least_version);
   // OK when `map` can be routed by: no more shards than addresses.
   absl::Status CheckRoutable(const ShardMap& map) const;
 

@@ -264,7 +264,8 @@ class ParameterServerClient:
                 # Pulls are idempotent: all of it goes again by the new map.
                 if e.shard_map_version is None:
                     raise
-                self.refresh_shard_map(e.shard_map_version, timeout)
+                self.refresh_shard_map(e.shard_map_version, timeout,
+                                       self._shards_named(e.endpoint))
         raise self._too_many_reroutes("pull")
 
     def _pull_routed(self, table, unique, timeout):
@@ -305,7 +306,7 @@ class ParameterServerClient:
             # of an earlier round would take the old one for a retry.
             sequence = self._next_sequence
             self._next_sequence += 1
-            refused, newest = [], 0
+            refused, refusing, newest = [], [], 0
             for shard, positions in self._route(table, unique):
                 request = strata_pb2.PushRequest(
                     batches=[strata_pb2.TableBatch(
@@ -321,36 +322,41 @@ class ParameterServerClient:
                         raise
                     # Not applied: these keys go again by the newer map.
                     refused.append(positions)
+                    refusing.append(shard)
                     newest = max(newest, e.shard_map_version)
             if not refused:
                 return duplicate
-            self.refresh_shard_map(newest, timeout)
+            self.refresh_shard_map(newest, timeout, refusing)
             kept = np.concatenate(refused)
             unique, summed = unique[kept], summed[kept]
         raise self._too_many_reroutes("push")
 
-    def shard_map(self, timeout: Optional[float] = None):
-        """(version, owners): the newest shard map any shard serves, owners
-        being the shard index of each of the 4096 buckets."""
+    def shard_map(self, timeout: Optional[float] = None, shards=None):
+        """(version, owners): the newest shard map the shards (indexes in
+        `shards`, every one when None) serve, owners being the shard index
+        of each of the 4096 buckets."""
         newest = None
-        for pool in self._shards:
-            answer = pool.call("GetShardMap", strata_pb2.GetShardMapRequest(),
-                               timeout)
+        for index in range(len(self._shards)) if shards is None else shards:
+            answer = self._shards[index].call(
+                "GetShardMap", strata_pb2.GetShardMapRequest(), timeout)
             if newest is None or answer.version > newest.version:
                 newest = answer
         return newest.version, np.array(newest.bucket_owners, dtype=np.int64)
 
     def refresh_shard_map(self, at_least_version: int = 0,
-                          timeout: Optional[float] = None) -> int:
-        """Fetches the shards' newest map and routes by it from now on;
-        returns its version."""
-        version, owners = self.shard_map(timeout)
+                          timeout: Optional[float] = None,
+                          shards=None) -> int:
+        """Fetches the newest map of the shards (indexes; every one when
+        None or empty) and routes by it from now on; returns its version.
+        After a refusal, asking only the shards that refused (they serve a
+        map at least that new) keeps a shard that is down out of it."""
+        version, owners = self.shard_map(timeout, shards or None)
         if version < at_least_version:
             raise FailedPreconditionError(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"a shard refused a request for shard map version "
-                f"{at_least_version}, but the newest map any shard serves is "
-                f"version {version}")
+                f"{at_least_version}, but the newest map the shards asked "
+                f"serve is version {version}")
         if owners.size != NUM_BUCKETS or (owners.size and
                                           owners.max() >= len(self._shards)):
             raise FailedPreconditionError(
@@ -366,6 +372,14 @@ class ParameterServerClient:
     def shard_map_version(self) -> int:
         """The version of the shard map this client routes by."""
         return self._map[0]
+
+    def _shards_named(self, endpoint):
+        """Index of the shard whose address (or one of whose replicas) is
+        `endpoint`, as a list; empty when unknown."""
+        for index, address in enumerate(self.addresses):
+            if endpoint is not None and endpoint in address.split("|"):
+                return [index]
+        return []
 
     def _too_many_reroutes(self, what):
         return FailedPreconditionError(

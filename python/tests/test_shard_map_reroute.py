@@ -1,6 +1,6 @@
 """ParameterServerClient follows a changed shard map: two live shards of
-their own, a bucket given from shard 1 to shard 0 (SetShardMap on both), and
-a client that still routes by the first map."""
+their own, a bucket given from shard 1 to shard 0 (SetShardMap), and a
+client that still routes by the older map."""
 
 import grpc
 import numpy as np
@@ -15,7 +15,7 @@ TABLE = "py_moved"
 
 
 @pytest.fixture(scope="module")
-def shards():
+def daemons():
     cluster = Cluster("strata-py-map-")
     try:
         server = binary("strata-server")
@@ -23,14 +23,21 @@ def shards():
             server, "--port=0", "--host=127.0.0.1", f"--shard_index={i}",
             "--num_shards=2", f"--data_dir={cluster.workdir / f'shard{i}'}",
             "--log_level=warning"]) for i in range(2)]
-        yield [shard.wait_ready() for shard in started]
+        for shard in started:
+            shard.wait_ready()
+        yield started
     finally:
         cluster.stop()
 
 
-def set_map_on_every_shard(addresses, version, owners):
+@pytest.fixture(scope="module")
+def shards(daemons):
+    return [daemon.address for daemon in daemons]
+
+
+def set_map(addresses, version, owners, num_shards=2):
     request = strata_pb2.SetShardMapRequest(map=strata_pb2.ShardMap(
-        version=version, num_shards=len(addresses),
+        version=version, num_shards=num_shards,
         bucket_owners=[int(o) for o in owners]))
     for address in addresses:
         with grpc.insecure_channel(address) as channel:
@@ -55,7 +62,7 @@ def test_a_client_of_the_old_map_reroutes_and_pushes_exactly_once(shards):
 
         new_owners = owners.copy()
         new_owners[moved] = 0
-        set_map_on_every_shard(shards, 2, new_owners)
+        set_map(shards, 2, new_owners)
 
         # Shard 1 refuses the old routing; the client fetches version 2 and
         # sends the refused keys again, once.
@@ -78,3 +85,27 @@ def test_a_client_of_the_old_map_reroutes_and_pushes_exactly_once(shards):
         assert refused.value.code() == grpc.StatusCode.FAILED_PRECONDITION
         assert ("strata-shard-map-version", "2") in \
             refused.value.trailing_metadata()
+
+
+def test_a_shard_that_is_down_does_not_hold_up_a_reroute(daemons, shards):
+    # Keys shard 1 owns, and a bucket of shard 1 none of them is in, given to
+    # shard 0 in version 3 on shard 1 only; then shard 0 goes down.
+    with strata.ParameterServerClient(shards, timeout=3) as stale:
+        version, owners = stale.shard_map()
+        assert version == 2
+        stale.refresh_shard_map()
+        candidates = np.arange(1, 400, dtype=np.uint64)
+        buckets = buckets_of(TABLE, candidates).astype(np.int64)
+        keys = candidates[owners[buckets] == 1][:20]
+        used = set(buckets_of(TABLE, keys).astype(np.int64).tolist())
+        empty = next(b for b in range(1, NUM_BUCKETS, 2)
+                     if owners[b] == 1 and b not in used)
+        before = stale.pull(TABLE, keys)
+        new_owners = owners.copy()
+        new_owners[empty] = 0
+        set_map(shards[1:], 3, new_owners)
+        daemons[0].stop()
+        # Shard 1 refuses version 2; the client asks shard 1 alone for the
+        # map (asking shard 0 would wait out the timeout) and pulls again.
+        np.testing.assert_array_equal(stale.pull(TABLE, keys), before)
+        assert stale.shard_map_version == 3

@@ -163,7 +163,9 @@ class ShardMapRoutingTest : public ::testing::Test {
 
   std::unique_ptr<PsClient> MakeClient(PsClientOptions options = {}) {
     options.shard_addresses = {shards_[0]->address(), shards_[1]->address()};
-    options.retry_deadline = absl::Seconds(20);
+    if (options.retry_deadline == PsClientOptions().retry_deadline) {
+      options.retry_deadline = absl::Seconds(20);
+    }
     absl::StatusOr<std::unique_ptr<PsClient>> client =
         PsClient::Create(options);
     EXPECT_THAT(client, IsOk());
@@ -303,6 +305,42 @@ TEST_F(ShardMapRoutingTest,
   v1::StatsResponse stats;
   ASSERT_THAT(shard1->Stats(&stats, absl::Seconds(10)), IsOk());
   EXPECT_EQ(stats.duplicate_pushes(), 1u);
+}
+
+TEST_F(ShardMapRoutingTest, AShardThatIsDownDoesNotHoldUpARerouteWithoutIt) {
+  StartShards();
+  // Keys shard 1 owns under both maps, and a bucket of shard 1 none of them
+  // is in, given to shard 0 (on shard 1 only: shard 0 goes down).
+  const uint64_t table_hash = HashString(kTable);
+  const ShardMap first = ShardMap::Modulo(2);
+  std::vector<uint64_t> keys;
+  std::vector<bool> used(kNumBuckets, false);
+  for (uint64_t key = 1; keys.size() < 20; ++key) {
+    if (first.OwnerOfKey(table_hash, key) != 1) continue;
+    keys.push_back(key);
+    used[BucketOf(table_hash, key)] = true;
+  }
+  uint32_t empty_bucket = 1;
+  while (used[empty_bucket]) empty_bucket += 2;
+  absl::StatusOr<ShardMap> next = first.WithOwner(empty_bucket, 0);
+  ASSERT_THAT(next, IsOk());
+  PsClientOptions options;
+  options.retry_deadline = absl::Seconds(3);
+  std::unique_ptr<PsClient> stale = MakeClient(options);
+  const std::vector<float> initial = PullAll(*stale, keys);
+
+  std::unique_ptr<ShardClient> shard1 =
+      CreateGrpcShardClient(shards_[1]->address());
+  v1::SetShardMapRequest request;
+  *request.mutable_map() = ShardMapToProto(*next);
+  v1::SetShardMapResponse response;
+  ASSERT_THAT(shard1->SetShardMap(request, &response, absl::Seconds(10)),
+              IsOk());
+  ASSERT_THAT(shards_[0]->Kill9(), IsOk());
+  // Shard 1 refuses the pull for version 1; the client asks it (not the
+  // shard that is down) for the map and pulls again.
+  EXPECT_EQ(PullAll(*stale, keys), initial);
+  EXPECT_EQ(stale->shard_map()->version(), 2u);
 }
 
 TEST_F(ShardMapRoutingTest, AShardKeepsItsMapAcrossARestartAndChecksChanges) {
