@@ -205,11 +205,11 @@ struct TargetTable {
   uint64_t hash;
 };
 
-// Sends every row of one column family of `source` (shard `source_index` of
-// `num_sources`) to the new shard that owns it. Returns how many rows.
+// Sends every row of one column family of `source` (shard `source_index`
+// under `source_map`) to the new shard that owns it. Returns how many rows.
 absl::StatusOr<uint64_t> CopyFamily(
-    const SourceCheckpoint& source, uint32_t source_index, uint32_t num_sources,
-    int family,
+    const SourceCheckpoint& source, uint32_t source_index,
+    const ShardMap& source_map, int family,
     const absl::flat_hash_map<std::string, TargetTable>& target_tables,
     std::vector<std::unique_ptr<TargetCheckpoint>>& targets) {
   uint64_t rows = 0;
@@ -230,13 +230,14 @@ absl::StatusOr<uint64_t> CopyFamily(
     const std::string& table_name = name->second;
     const TargetTable& table = target_tables.at(table_name);
     const uint32_t bucket = BucketOf(table.hash, key);
-    if (DefaultBucketOwner(bucket, num_sources) != source_index) {
+    if (source_map.OwnerOf(bucket) != source_index) {
       return absl::FailedPreconditionError(absl::StrCat(
           source.data_dir, " (given as shard ", source_index, " of ",
-          num_sources, ") holds key ", key, " of table '", table_name,
-          "', which shard ", DefaultBucketOwner(bucket, num_sources),
-          " owns: list the source directories in shard-index order, all of "
-          "one cluster"));
+          source_map.num_shards(), ") holds key ", key, " of table '",
+          table_name, "', which shard ", source_map.OwnerOf(bucket),
+          " owns under shard map version ", source_map.version(),
+          ": list the source directories in shard-index order, all of one "
+          "cluster"));
     }
     TargetCheckpoint& target =
         *targets[DefaultBucketOwner(bucket, num_targets)];
@@ -336,6 +337,14 @@ absl::StatusOr<ReshardCheckpointResult> Reshard(
                              : options.target_checkpoint_id;
   const uint32_t num_sources =
       static_cast<uint32_t>(options.source_dirs.size());
+  const ShardMap source_map =
+      options.source_map ? *options.source_map : ShardMap::Modulo(num_sources);
+  if (source_map.num_shards() != num_sources) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the checkpoint's shard map (", source_map.Summary(),
+                     ") has ", source_map.num_shards(), " shards, but ",
+                     num_sources, " source directories are given"));
+  }
   std::vector<std::unique_ptr<SourceCheckpoint>> sources;
   std::map<std::string, std::pair<EmbeddingTableConfig, std::string>> tables;
   STRATA_RETURN_IF_ERROR(files.CreateDirs(options.target_dirs[0]));
@@ -377,9 +386,9 @@ absl::StatusOr<ReshardCheckpointResult> Reshard(
 
   for (uint32_t s = 0; s < num_sources; ++s) {
     STRATA_ASSIGN_OR_RETURN(const uint64_t rows,
-                            CopyFamily(*sources[s], s, num_sources,
+                            CopyFamily(*sources[s], s, source_map,
                                        kValuesFamily, target_tables, targets));
-    STRATA_RETURN_IF_ERROR(CopyFamily(*sources[s], s, num_sources,
+    STRATA_RETURN_IF_ERROR(CopyFamily(*sources[s], s, source_map,
                                       kOptimizerFamily, target_tables, targets)
                                .status());
     result.source_rows.push_back(rows);

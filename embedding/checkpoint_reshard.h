@@ -2,11 +2,13 @@
 #define STRATA_EMBEDDING_CHECKPOINT_RESHARD_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/file_system.h"
+#include "common/shard_map.h"
 
 namespace strata {
 
@@ -16,6 +18,9 @@ struct ReshardCheckpointOptions {
   std::vector<std::string> source_dirs;
   // The checkpoint to reshard (full or incremental: its chain is applied).
   std::string checkpoint_id;
+  // The shard map the checkpoint was taken under (N shards). Default:
+  // ShardMap::Modulo(N), the map a cluster starts with.
+  std::optional<ShardMap> source_map;
   // Data directories of the new shards, in shard-index order (M of them).
   // Each must be missing or empty.
   std::vector<std::string> target_dirs;
@@ -37,9 +42,9 @@ struct ReshardCheckpointResult {
 // shards need not run): reads each source shard's checkpoint (for an
 // incremental one, its full checkpoint with every delta applied), sends
 // every row (value and optimizer state) to the new shard that owns its
-// bucket under the default map (bucket mod M), and writes into each target
-// directory a full checkpoint `target_checkpoint_id` of its rows and every
-// table, and a live database equal to it, so that a shard started there
+// bucket under the first map of M shards (bucket mod M), and writes into each
+// target directory a full checkpoint `target_checkpoint_id` of its rows and
+// every table, and a live database equal to it, so that a shard started there
 // serves the checkpoint at once (and can restore it again later).
 // Push deduplication windows are not carried: they belong to the writers of
 // the old cluster, which resume from the checkpoint as new writers.

@@ -493,6 +493,7 @@ int Run() {
   service_options.shard_map =
       std::make_shared<const ShardMap>(*std::move(shard_map));
   service_options.shard_map_store = map_store.get();
+  service_options.data_dir = store_options.data_dir;
   service_options.replica_group = replication->group.get();
   service_options.shard_index = static_cast<uint32_t>(shard_index);
   service_options.num_shards = static_cast<uint32_t>(num_shards);

@@ -131,4 +131,29 @@ std::unique_ptr<ShardMapStore> CreateEtcdShardMapStore(EtcdClient* etcd,
   return std::make_unique<EtcdShardMapStore>(etcd, std::move(cluster));
 }
 
+namespace {
+
+std::string CheckpointDir(const std::string& data_dir,
+                          const std::string& checkpoint_id) {
+  return absl::StrCat(data_dir, "/checkpoints/", checkpoint_id);
+}
+
+}  // namespace
+
+absl::Status WriteCheckpointShardMap(FileSystem& files,
+                                     const std::string& data_dir,
+                                     const std::string& checkpoint_id,
+                                     const ShardMap& map) {
+  return files.WriteFileAtomically(
+      absl::StrCat(CheckpointDir(data_dir, checkpoint_id), "/", kShardMapFile),
+      map.Serialize());
+}
+
+absl::StatusOr<ShardMap> ReadCheckpointShardMap(
+    FileSystem& files, const std::string& data_dir,
+    const std::string& checkpoint_id) {
+  return CreateFileShardMapStore(&files, CheckpointDir(data_dir, checkpoint_id))
+      ->Read();
+}
+
 }  // namespace strata

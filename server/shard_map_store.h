@@ -50,6 +50,19 @@ std::unique_ptr<ShardMapStore> CreateFileShardMapStore(FileSystem* files,
 std::unique_ptr<ShardMapStore> CreateEtcdShardMapStore(EtcdClient* etcd,
                                                        std::string cluster);
 
+// The shard map a checkpoint was taken under, kept in its directory
+// (<data_dir>/checkpoints/<id>/SHARD_MAP), so that it is restored and
+// resharded by the map its rows were placed by. Read: NOT_FOUND for a
+// checkpoint from before maps were recorded, DATA_LOSS naming the file for a
+// damaged one.
+absl::Status WriteCheckpointShardMap(FileSystem& files,
+                                     const std::string& data_dir,
+                                     const std::string& checkpoint_id,
+                                     const ShardMap& map);
+absl::StatusOr<ShardMap> ReadCheckpointShardMap(
+    FileSystem& files, const std::string& data_dir,
+    const std::string& checkpoint_id);
+
 }  // namespace strata
 
 #endif  // STRATA_SERVER_SHARD_MAP_STORE_H_

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
+#include "common/file_system.h"
 #include "common/fp16.h"
 #include "common/grpc_status.h"
 #include "common/hash.h"
@@ -264,6 +265,54 @@ absl::Status ShardService::CheckOwnership(const v1::TableBatch& batch,
   return absl::OkStatus();
 }
 
+absl::StatusOr<CheckpointInfo> ShardService::CheckpointUnderMap(
+    const v1::CheckpointRequest& request) {
+  const std::string id = request.checkpoint_id().empty()
+                             ? absl::StrCat("step-", request.global_step())
+                             : request.checkpoint_id();
+  absl::MutexLock set_lock(&set_map_mu_);
+  STRATA_ASSIGN_OR_RETURN(
+      CheckpointInfo info,
+      request.incremental()
+          ? options_.store->CheckpointIncremental(id, request.global_step())
+          : options_.store->Checkpoint(id, request.global_step()));
+  if (options_.data_dir.empty()) return info;
+  if (absl::Status recorded =
+          WriteCheckpointShardMap(*FileSystem::Default(), options_.data_dir,
+                                  info.checkpoint_id, *shard_map());
+      !recorded.ok()) {
+    return absl::InternalError(absl::StrCat(
+        "checkpoint '", info.checkpoint_id,
+        "' was taken, but the shard map it was taken under could not be "
+        "recorded beside it: ",
+        recorded.message()));
+  }
+  return info;
+}
+
+absl::Status ShardService::CheckRestorableMap(const std::string& id) {
+  if (options_.data_dir.empty()) return absl::OkStatus();
+  absl::StatusOr<ShardMap> taken_under =
+      ReadCheckpointShardMap(*FileSystem::Default(), options_.data_dir, id);
+  // A checkpoint from before maps were recorded, or none of that id (the
+  // store names it).
+  if (absl::IsNotFound(taken_under.status())) return absl::OkStatus();
+  if (!taken_under.ok()) return taken_under.status();
+  const std::shared_ptr<const ShardMap> current = shard_map();
+  if (taken_under->num_shards() == current->num_shards() &&
+      taken_under->owners() == current->owners()) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "checkpoint '", id, "' was taken under shard map ",
+      taken_under->Summary(),
+      ", which places buckets otherwise than this "
+      "shard's ",
+      current->Summary(),
+      ": restoring it here would leave rows where no client looks for them. "
+      "Restore it onto new shards with stratactl reshard-checkpoint"));
+}
+
 absl::Status ShardService::CheckPushRouting(const v1::PushRequest& request) {
   STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ShardMap> map,
                           MapForRequest(request.shard_map_version()));
@@ -478,16 +527,8 @@ grpc::ServerUnaryReactor* ShardService::Checkpoint(
       context, ShardMethod::kCheckpoint, request_bytes, response_bytes,
       [this](const v1::CheckpointRequest& request,
              v1::CheckpointResponse& response) -> absl::Status {
-        const std::string id =
-            request.checkpoint_id().empty()
-                ? absl::StrCat("step-", request.global_step())
-                : request.checkpoint_id();
-        STRATA_ASSIGN_OR_RETURN(
-            CheckpointInfo info,
-            request.incremental()
-                ? options_.store->CheckpointIncremental(id,
-                                                        request.global_step())
-                : options_.store->Checkpoint(id, request.global_step()));
+        STRATA_ASSIGN_OR_RETURN(CheckpointInfo info,
+                                CheckpointUnderMap(request));
         response.set_checkpoint_id(info.checkpoint_id);
         response.set_global_step(info.global_step);
         response.set_num_rows(info.num_rows);
@@ -504,6 +545,7 @@ grpc::ServerUnaryReactor* ShardService::Restore(
       context, ShardMethod::kRestore, request_bytes, response_bytes,
       [this](const v1::RestoreRequest& request,
              v1::RestoreResponse& response) -> absl::Status {
+        STRATA_RETURN_IF_ERROR(CheckRestorableMap(request.checkpoint_id()));
         auto restore = [&]() {
           return options_.store->Restore(request.checkpoint_id());
         };

@@ -41,6 +41,10 @@ struct ShardServiceOptions {
   // Not owned, must outlive the service. Default: null (kept in memory
   // only).
   ShardMapStore* shard_map_store = nullptr;
+  // The store's data directory: each checkpoint records there the shard map
+  // it was taken under, and a restore refuses a checkpoint whose map places
+  // buckets otherwise. Default: empty (not recorded, not checked).
+  std::string data_dir;
   // Keys in one request, over all its batches. Default: 262144.
   uint64_t max_keys_per_request = 262144;
   // When not empty, CreateTable, Push, Checkpoint, Restore and Subscribe
@@ -183,6 +187,13 @@ class ShardService final
   // the shard map store first).
   absl::StatusOr<std::shared_ptr<const ShardMap>> MapForRequest(
       uint64_t request_version);
+  // Checkpoint under the current map (no map change meanwhile), recorded
+  // beside the checkpoint.
+  absl::StatusOr<CheckpointInfo> CheckpointUnderMap(
+      const v1::CheckpointRequest& request);
+  // FAILED_PRECONDITION when checkpoint `id` was taken under a map that
+  // places buckets otherwise than the current one.
+  absl::Status CheckRestorableMap(const std::string& id);
   // MapForRequest and CheckOwnership for every batch of a push.
   absl::Status CheckPushRouting(const v1::PushRequest& request);
   // FAILED_PRECONDITION carrying the map's version, naming the first key

@@ -2,6 +2,7 @@
 // shards, offline, from the shards' data directories.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "common/file_system.h"
 #include "embedding/checkpoint_reshard.h"
+#include "server/shard_map_store.h"
 #include "server/shard_placement.h"
 #include "tools/json_writer.h"
 #include "tools/stratactl_commands.h"
@@ -52,6 +54,32 @@ absl::Status CheckSourcePlacements(const std::vector<std::string>& dirs) {
     }
   }
   return absl::OkStatus();
+}
+
+// The shard map the checkpoint was taken under, as its sources recorded it
+// beside the checkpoint; nullopt when none did (from before maps were
+// recorded: the first map is assumed). INVALID_ARGUMENT when sources
+// recorded different maps.
+absl::StatusOr<std::optional<ShardMap>> ReadSourceMap(
+    const std::vector<std::string>& dirs, const std::string& checkpoint_id) {
+  std::optional<ShardMap> found;
+  std::string found_in;
+  for (const std::string& dir : dirs) {
+    absl::StatusOr<ShardMap> map =
+        ReadCheckpointShardMap(*FileSystem::Default(), dir, checkpoint_id);
+    if (absl::IsNotFound(map.status())) continue;
+    if (!map.ok()) return map.status();
+    if (found && *found != *map) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--from: checkpoint '", checkpoint_id, "' of ", found_in,
+                       " was taken under shard map ", found->Summary(),
+                       ", but that of ", dir, " under ", map->Summary(),
+                       ": list the directories of one cluster's checkpoint"));
+    }
+    found = *map;
+    found_in = dir;
+  }
+  return found;
 }
 
 absl::Status WriteTargetPlacements(const std::vector<std::string>& dirs) {
@@ -111,6 +139,14 @@ int ReshardCheckpointCommand(const CommandContext& context) {
       !placed.ok()) {
     return UsageError(placed.message());
   }
+  absl::StatusOr<std::optional<ShardMap>> source_map =
+      ReadSourceMap(options.source_dirs, options.checkpoint_id);
+  if (!source_map.ok()) {
+    return absl::IsInvalidArgument(source_map.status())
+               ? UsageError(source_map.status().message())
+               : ClusterError(source_map.status());
+  }
+  options.source_map = *source_map;
   absl::StatusOr<ReshardCheckpointResult> result = ReshardCheckpoint(options);
   if (absl::IsInvalidArgument(result.status())) {
     return UsageError(result.status().message());
@@ -119,6 +155,13 @@ int ReshardCheckpointCommand(const CommandContext& context) {
   if (absl::Status placed = WriteTargetPlacements(options.target_dirs);
       !placed.ok()) {
     return ClusterError(placed);
+  }
+  // The new shards start with the first map of their count.
+  for (const std::string& dir : options.target_dirs) {
+    absl::Status recorded = WriteCheckpointShardMap(
+        *FileSystem::Default(), dir, result->checkpoint_id,
+        ShardMap::Modulo(static_cast<uint32_t>(options.target_dirs.size())));
+    if (!recorded.ok()) return ClusterError(recorded);
   }
   PrintResult(*result, options.source_dirs.size(), context.json);
   return kExitOk;

@@ -9,13 +9,16 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "common/file_system.h"
 #include "common/hash.h"
 #include "common/shard_map.h"
 #include "gmock/gmock.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "proto/shard_map_proto.h"
+#include "server/shard_map_store.h"
 #include "tests/testing/etcd_process.h"
 #include "tests/testing/replicas.h"
 #include "tests/testing/server_process.h"
@@ -390,6 +393,97 @@ TEST_F(ShardMapRoutingTest, AShardKeepsItsMapAcrossARestartAndChecksChanges) {
   ServerProcess restarted(wrong);
   EXPECT_FALSE(restarted.Start().ok());
   EXPECT_THAT(restarted.log(), AllOf(HasSubstr("of 2"), HasSubstr("of 3")));
+}
+
+// Empty buckets of shard 1 under the first map (none of `keys` is in them),
+// the first `count` found.
+std::vector<uint32_t> EmptyBucketsOfShard1(const std::vector<uint64_t>& keys,
+                                           size_t count) {
+  std::vector<bool> used(kNumBuckets, false);
+  for (uint64_t key : keys) used[BucketOf(HashString(kTable), key)] = true;
+  std::vector<uint32_t> empty;
+  for (uint32_t b = 1; b < kNumBuckets && empty.size() < count; b += 2) {
+    if (!used[b]) empty.push_back(b);
+  }
+  return empty;
+}
+
+TEST_F(ShardMapRoutingTest, ACheckpointKeepsItsMapForRestoreAndReshard) {
+  StartShards();
+  std::vector<uint64_t> keys;
+  for (uint64_t key = 1; key <= 40; ++key) keys.push_back(key);
+  const std::vector<uint32_t> empty = EmptyBucketsOfShard1(keys, 2);
+  ASSERT_EQ(empty.size(), 2u);
+  // Version 2 gives the first empty bucket to shard 0, before any row is in
+  // it; then a key of that bucket gets a row there.
+  absl::StatusOr<ShardMap> v2 = ShardMap::Modulo(2).WithOwner(empty[0], 0);
+  ASSERT_THAT(v2, IsOk());
+  ASSERT_THAT(admin_->SetShardMap(*v2), IsOk());
+  uint64_t moved_key = 1000;
+  while (BucketOf(HashString(kTable), moved_key) != empty[0]) ++moved_key;
+  keys.push_back(moved_key);
+  const std::vector<float> ones(keys.size() * kDim, 1.0f);
+  ASSERT_THAT(admin_->Push(kTable, keys, ones), IsOk());
+  ASSERT_THAT(admin_->Checkpoint("c1", 5), IsOk());
+  const std::vector<float> at_checkpoint = PullAll(*admin_, keys);
+  for (const auto& shard : shards_) {
+    EXPECT_THAT(
+        ReadCheckpointShardMap(*FileSystem::Default(), shard->data_dir(), "c1"),
+        ::strata::testing::IsOkAndHolds(*v2));
+  }
+
+  // Restored under the same map: as it was.
+  ASSERT_THAT(admin_->Push(kTable, keys, ones), IsOk());
+  ASSERT_THAT(admin_->Restore("c1"), IsOk());
+  EXPECT_EQ(PullAll(*admin_, keys), at_checkpoint);
+  // Under a map that places buckets otherwise: refused, naming both.
+  absl::StatusOr<ShardMap> v3 = v2->WithOwner(empty[1], 0);
+  ASSERT_THAT(v3, IsOk());
+  ASSERT_THAT(admin_->SetShardMap(*v3), IsOk());
+  EXPECT_THAT(admin_->Restore("c1").status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("taken under shard map version 2"),
+                             HasSubstr("version 3"))));
+
+  // Resharded onto 3 new shards by the map it was taken under (by the first
+  // map, the moved key's row would be on the wrong shard: refused).
+  std::vector<std::string> sources = {shards_[0]->data_dir(),
+                                      shards_[1]->data_dir()};
+  for (auto& shard : shards_) ASSERT_THAT(shard->Kill9(), IsOk());
+  testing::TempDir new_dirs("map_reshard");
+  std::vector<std::string> targets;
+  for (int t = 0; t < 3; ++t) {
+    targets.push_back(absl::StrCat(new_dirs.path(), "/shard", t));
+  }
+  ServerProcessOptions tool;
+  tool.binary = "stratactl";
+  tool.daemon_flags = false;
+  tool.flags = {"reshard-checkpoint", "c1",
+                absl::StrCat("--from=", absl::StrJoin(sources, ",")),
+                absl::StrCat("--to=", absl::StrJoin(targets, ","))};
+  ServerProcess reshard(tool);
+  ASSERT_THAT(reshard.Launch(), IsOk());
+  absl::StatusOr<testing::ProcessExit> resharded =
+      reshard.Wait(absl::Seconds(60));
+  ASSERT_THAT(resharded, IsOk());
+  ASSERT_EQ(resharded->exit_code, 0) << reshard.log();
+  std::vector<std::unique_ptr<ServerProcess>> grown;
+  PsClientOptions options;
+  for (int t = 0; t < 3; ++t) {
+    ServerProcessOptions shard;
+    shard.data_dir = targets[t];
+    shard.flags = {"--num_shards=3", absl::StrCat("--shard_index=", t)};
+    grown.push_back(std::make_unique<ServerProcess>(shard));
+    ASSERT_THAT(grown.back()->Start(), IsOk());
+    options.shard_addresses.push_back(grown.back()->address());
+  }
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
+  ASSERT_THAT(client, IsOk());
+  std::vector<float> rows(keys.size() * kDim);
+  ASSERT_THAT((*client)->Pull(kTable, keys, absl::MakeSpan(rows)), IsOk());
+  EXPECT_EQ(rows, at_checkpoint);
+  // Their checkpoint records their first map: it restores there.
+  ASSERT_THAT((*client)->Restore("c1"), IsOk());
 }
 
 TEST_F(ShardMapRoutingTest, InEtcdOneShardsNewMapReachesTheOthers) {
