@@ -183,8 +183,8 @@ class ShardService final
       const char* what) const;
   // The map to serve a request routed by `request_version` (0: not given)
   // with: FAILED_PRECONDITION carrying the current version for an older
-  // one; UNAVAILABLE for a newer one the shard has not got yet (it looks in
-  // the shard map store first).
+  // one; for a newer one, the newest the shard map store holds (etcd), else
+  // the shard's own.
   absl::StatusOr<std::shared_ptr<const ShardMap>> MapForRequest(
       uint64_t request_version);
   // Checkpoint under the current map (no map change meanwhile), recorded
@@ -205,6 +205,8 @@ class ShardService final
   absl::Time start_time_;
   mutable absl::Mutex map_mu_;
   std::shared_ptr<const ShardMap> map_ ABSL_GUARDED_BY(map_mu_);
+  // The highest newer request version the store was searched for.
+  std::atomic<uint64_t> store_checked_for_{0};
   // Held across a SetShardMap's store write, so that two of them do not
   // interleave; map_mu_ is taken only to swap the pointer.
   absl::Mutex set_map_mu_ ABSL_ACQUIRED_BEFORE(map_mu_);
