@@ -21,6 +21,7 @@
 #include "proto/shard_map_proto.h"
 #include "proto/strata.grpc.pb.h"
 #include "tests/testing/fake_clock.h"
+#include "tests/testing/forwarding_shard_client.h"
 #include "tests/testing/status_matchers.h"
 #include "worker/ps_client.h"
 #include "worker/shard_client.h"
@@ -199,59 +200,6 @@ class FakeShard : public ShardClient {
       ABSL_GUARDED_BY(mu_);
 };
 
-// Forwards to a FakeShard the test keeps (the client owns the forwarder).
-class Forward : public ShardClient {
- public:
-  explicit Forward(FakeShard* shard) : shard_(shard) {}
-  const std::string& address() const override { return shard_->address(); }
-  void PullAsync(const v1::PullRequest& request, grpc::ByteBuffer* response,
-                 absl::Duration deadline, Done done) override {
-    shard_->PullAsync(request, response, deadline, std::move(done));
-  }
-  void PushAsync(const v1::PushRequest& request, v1::PushResponse* response,
-                 absl::Duration deadline, Done done) override {
-    shard_->PushAsync(request, response, deadline, std::move(done));
-  }
-  absl::Status CreateTable(const v1::CreateTableRequest& request,
-                           v1::CreateTableResponse* response,
-                           absl::Duration deadline) override {
-    return shard_->CreateTable(request, response, deadline);
-  }
-  absl::Status ListTables(v1::ListTablesResponse* response,
-                          absl::Duration deadline) override {
-    return shard_->ListTables(response, deadline);
-  }
-  absl::Status Stats(v1::StatsResponse* response,
-                     absl::Duration deadline) override {
-    return shard_->Stats(response, deadline);
-  }
-  absl::Status Checkpoint(const v1::CheckpointRequest& request,
-                          v1::CheckpointResponse* response,
-                          absl::Duration deadline) override {
-    return shard_->Checkpoint(request, response, deadline);
-  }
-  absl::Status Restore(const v1::RestoreRequest& request,
-                       v1::RestoreResponse* response,
-                       absl::Duration deadline) override {
-    return shard_->Restore(request, response, deadline);
-  }
-  absl::Status GetShardMap(v1::ShardMap* response,
-                           absl::Duration deadline) override {
-    return shard_->GetShardMap(response, deadline);
-  }
-  absl::Status SetShardMap(const v1::SetShardMapRequest& request,
-                           v1::SetShardMapResponse* response,
-                           absl::Duration deadline) override {
-    return shard_->SetShardMap(request, response, deadline);
-  }
-  absl::Status CheckHealth(absl::Duration deadline) override {
-    return shard_->CheckHealth(deadline);
-  }
-
- private:
-  FakeShard* shard_;
-};
-
 class PsClientRoutingTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -265,7 +213,8 @@ class PsClientRoutingTest : public ::testing::Test {
     options.clock = &clock_;
     options.shard_client_factory = [this](const std::string& address) {
       const size_t index = static_cast<size_t>(address.back() - '0');
-      return std::unique_ptr<ShardClient>(new Forward(shards_[index].get()));
+      return std::unique_ptr<ShardClient>(
+          new testing::ForwardingShardClient(shards_[index].get()));
     };
     absl::StatusOr<std::unique_ptr<PsClient>> client =
         PsClient::Create(options);

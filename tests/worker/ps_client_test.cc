@@ -22,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/table_config_proto.h"
+#include "tests/testing/forwarding_shard_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "worker/shard_client.h"
@@ -111,65 +112,24 @@ class BackoffCountingClock : public Clock {
 // Forwards every call to a real shard client, except that the first push is
 // delivered and then answered CANCELLED, as a shard that shuts down while
 // holding the call does after applying it.
-class CancelsFirstPushAfterApplying : public ShardClient {
+class CancelsFirstPushAfterApplying : public testing::ForwardingShardClient {
  public:
   explicit CancelsFirstPushAfterApplying(std::unique_ptr<ShardClient> real)
-      : real_(std::move(real)) {}
-  const std::string& address() const override { return real_->address(); }
-  void PullAsync(const v1::PullRequest& request, grpc::ByteBuffer* response,
-                 absl::Duration deadline, Done done) override {
-    real_->PullAsync(request, response, deadline, std::move(done));
-  }
+      : ForwardingShardClient(std::move(real)) {}
   void PushAsync(const v1::PushRequest& request, v1::PushResponse* response,
                  absl::Duration deadline, Done done) override {
     if (cancelled_.exchange(true)) {
-      real_->PushAsync(request, response, deadline, std::move(done));
+      target().PushAsync(request, response, deadline, std::move(done));
       return;
     }
-    real_->PushAsync(request, response, deadline,
-                     [done = std::move(done)](absl::Status status) {
-                       EXPECT_THAT(status, IsOk());
-                       done(absl::CancelledError("server shutting down"));
-                     });
-  }
-  absl::Status CreateTable(const v1::CreateTableRequest& request,
-                           v1::CreateTableResponse* response,
-                           absl::Duration deadline) override {
-    return real_->CreateTable(request, response, deadline);
-  }
-  absl::Status ListTables(v1::ListTablesResponse* response,
-                          absl::Duration deadline) override {
-    return real_->ListTables(response, deadline);
-  }
-  absl::Status Stats(v1::StatsResponse* response,
-                     absl::Duration deadline) override {
-    return real_->Stats(response, deadline);
-  }
-  absl::Status Checkpoint(const v1::CheckpointRequest& request,
-                          v1::CheckpointResponse* response,
-                          absl::Duration deadline) override {
-    return real_->Checkpoint(request, response, deadline);
-  }
-  absl::Status Restore(const v1::RestoreRequest& request,
-                       v1::RestoreResponse* response,
-                       absl::Duration deadline) override {
-    return real_->Restore(request, response, deadline);
-  }
-  absl::Status GetShardMap(v1::ShardMap* response,
-                           absl::Duration deadline) override {
-    return real_->GetShardMap(response, deadline);
-  }
-  absl::Status SetShardMap(const v1::SetShardMapRequest& request,
-                           v1::SetShardMapResponse* response,
-                           absl::Duration deadline) override {
-    return real_->SetShardMap(request, response, deadline);
-  }
-  absl::Status CheckHealth(absl::Duration deadline) override {
-    return real_->CheckHealth(deadline);
+    target().PushAsync(request, response, deadline,
+                       [done = std::move(done)](absl::Status status) {
+                         EXPECT_THAT(status, IsOk());
+                         done(absl::CancelledError("server shutting down"));
+                       });
   }
 
  private:
-  std::unique_ptr<ShardClient> real_;
   std::atomic<bool> cancelled_{false};
 };
 

@@ -20,6 +20,7 @@
 #include "proto/shard_map_proto.h"
 #include "server/shard_map_store.h"
 #include "tests/testing/etcd_process.h"
+#include "tests/testing/forwarding_shard_client.h"
 #include "tests/testing/replicas.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
@@ -76,25 +77,21 @@ absl::Status PullOn(ShardClient& shard, std::vector<uint64_t> keys,
 // Forwards every call to a real shard client, except that its first push is
 // applied, then `after_apply` runs (a test changes the shard map there), and
 // the push is answered CANCELLED, as when its answer is lost.
-class LosesFirstPushAnswer : public ShardClient {
+class LosesFirstPushAnswer : public testing::ForwardingShardClient {
  public:
   LosesFirstPushAnswer(std::unique_ptr<ShardClient> real,
                        std::function<void()> after_apply)
-      : real_(std::move(real)), after_apply_(std::move(after_apply)) {}
-  const std::string& address() const override { return real_->address(); }
-  void PullAsync(const v1::PullRequest& request, grpc::ByteBuffer* response,
-                 absl::Duration deadline, Done done) override {
-    real_->PullAsync(request, response, deadline, std::move(done));
-  }
+      : ForwardingShardClient(std::move(real)),
+        after_apply_(std::move(after_apply)) {}
   void PushAsync(const v1::PushRequest& request, v1::PushResponse* response,
                  absl::Duration deadline, Done done) override {
     if (lost_) {
-      real_->PushAsync(request, response, deadline, std::move(done));
+      target().PushAsync(request, response, deadline, std::move(done));
       return;
     }
     lost_ = true;
     absl::Notification applied;
-    real_->PushAsync(request, response, deadline, [&](absl::Status status) {
+    target().PushAsync(request, response, deadline, [&](absl::Status status) {
       EXPECT_THAT(status, IsOk());
       applied.Notify();
     });
@@ -102,48 +99,24 @@ class LosesFirstPushAnswer : public ShardClient {
     after_apply_();
     done(absl::CancelledError("the answer was lost"));
   }
-  absl::Status CreateTable(const v1::CreateTableRequest& request,
-                           v1::CreateTableResponse* response,
-                           absl::Duration deadline) override {
-    return real_->CreateTable(request, response, deadline);
-  }
-  absl::Status ListTables(v1::ListTablesResponse* response,
-                          absl::Duration deadline) override {
-    return real_->ListTables(response, deadline);
-  }
-  absl::Status Stats(v1::StatsResponse* response,
-                     absl::Duration deadline) override {
-    return real_->Stats(response, deadline);
-  }
-  absl::Status Checkpoint(const v1::CheckpointRequest& request,
-                          v1::CheckpointResponse* response,
-                          absl::Duration deadline) override {
-    return real_->Checkpoint(request, response, deadline);
-  }
-  absl::Status Restore(const v1::RestoreRequest& request,
-                       v1::RestoreResponse* response,
-                       absl::Duration deadline) override {
-    return real_->Restore(request, response, deadline);
-  }
-  absl::Status GetShardMap(v1::ShardMap* response,
-                           absl::Duration deadline) override {
-    return real_->GetShardMap(response, deadline);
-  }
-  absl::Status SetShardMap(const v1::SetShardMapRequest& request,
-                           v1::SetShardMapResponse* response,
-                           absl::Duration deadline) override {
-    return real_->SetShardMap(request, response, deadline);
-  }
-  absl::Status CheckHealth(absl::Duration deadline) override {
-    return real_->CheckHealth(deadline);
-  }
 
  private:
-  std::unique_ptr<ShardClient> real_;
   std::function<void()> after_apply_;
   // Pushes to one shard are issued from one thread at a time here.
   bool lost_ = false;
 };
+
+// SetShardMap on one shard only; returns whether it changed its map.
+absl::StatusOr<bool> SetMapOn(const std::string& address, const ShardMap& map) {
+  std::unique_ptr<ShardClient> shard = CreateGrpcShardClient(address);
+  v1::SetShardMapRequest request;
+  *request.mutable_map() = ShardMapToProto(map);
+  v1::SetShardMapResponse response;
+  absl::Status status =
+      shard->SetShardMap(request, &response, absl::Seconds(10));
+  if (!status.ok()) return status;
+  return response.changed();
+}
 
 class ShardMapRoutingTest : public ::testing::Test {
  protected:
@@ -338,13 +311,8 @@ TEST_F(ShardMapRoutingTest, AShardThatIsDownDoesNotHoldUpARerouteWithoutIt) {
   std::unique_ptr<PsClient> stale = MakeClient(options);
   const std::vector<float> initial = PullAll(*stale, keys);
 
-  std::unique_ptr<ShardClient> shard1 =
-      CreateGrpcShardClient(shards_[1]->address());
-  v1::SetShardMapRequest request;
-  *request.mutable_map() = ShardMapToProto(*next);
-  v1::SetShardMapResponse response;
-  ASSERT_THAT(shard1->SetShardMap(request, &response, absl::Seconds(10)),
-              IsOk());
+  ASSERT_THAT(SetMapOn(shards_[1]->address(), *next),
+              ::strata::testing::IsOkAndHolds(true));
   ASSERT_THAT(shards_[0]->Kill9(), IsOk());
   // Shard 1 refuses the pull for version 1; the client asks it (not the
   // shard that is down) for the map and pulls again.
@@ -504,14 +472,8 @@ TEST_F(ShardMapRoutingTest, InEtcdOneShardsNewMapReachesTheOthers) {
   // shard 0 still serves version 1.
   std::unique_ptr<ShardClient> shard0 =
       CreateGrpcShardClient(shards_[0]->address());
-  std::unique_ptr<ShardClient> shard1 =
-      CreateGrpcShardClient(shards_[1]->address());
-  v1::SetShardMapRequest request;
-  *request.mutable_map() = ShardMapToProto(move.map);
-  v1::SetShardMapResponse response;
-  ASSERT_THAT(shard1->SetShardMap(request, &response, absl::Seconds(10)),
-              IsOk());
-  EXPECT_TRUE(response.changed());
+  ASSERT_THAT(SetMapOn(shards_[1]->address(), move.map),
+              ::strata::testing::IsOkAndHolds(true));
 
   // A push by version 1: shard 0 applies its part under the push's
   // sequence, shard 1 refuses its part; the client fetches version 2 and
