@@ -14,12 +14,7 @@ def shard_addresses():
     """Two training shards (strata-server), in shard-index order."""
     cluster = Cluster("strata-py-train-")
     try:
-        server = binary("strata-server")
-        shards = [cluster.start(f"shard{i}", [
-            server, "--port=0", "--host=127.0.0.1", f"--shard_index={i}",
-            "--num_shards=2", f"--data_dir={cluster.workdir / f'shard{i}'}",
-            "--log_level=warning"]) for i in range(2)]
-        yield [shard.wait_ready() for shard in shards]
+        yield [shard.address for shard in cluster.start_shards(2)]
     finally:
         cluster.stop()
 

@@ -171,6 +171,16 @@ class Cluster:
             f"--data_dir={self.workdir / name}", "--log_level=warning",
             *flags])
 
+    def start_shards(self, count=2):
+        """`count` shards of one cluster (shard0.., their index and count
+        set); returns them once each serves."""
+        shards = [self.start_shard(f"shard{i}", f"--shard_index={i}",
+                                   f"--num_shards={count}")
+                  for i in range(count)]
+        for shard in shards:
+            shard.wait_ready()
+        return shards
+
     def start_etcd(self):
         """An etcd for replicated shards; returns its host:port once healthy."""
         etcd = Etcd(self.workdir)

@@ -9,7 +9,7 @@ import pytest
 import strata
 from strata._proto import strata_pb2, strata_pb2_grpc
 from strata.hashing import NUM_BUCKETS, buckets_of
-from strata_cluster import Cluster, binary
+from strata_cluster import Cluster
 
 TABLE = "py_moved"
 
@@ -18,14 +18,7 @@ TABLE = "py_moved"
 def daemons():
     cluster = Cluster("strata-py-map-")
     try:
-        server = binary("strata-server")
-        started = [cluster.start(f"shard{i}", [
-            server, "--port=0", "--host=127.0.0.1", f"--shard_index={i}",
-            "--num_shards=2", f"--data_dir={cluster.workdir / f'shard{i}'}",
-            "--log_level=warning"]) for i in range(2)]
-        for shard in started:
-            shard.wait_ready()
-        yield started
+        yield cluster.start_shards(2)
     finally:
         cluster.stop()
 
