@@ -309,9 +309,7 @@ absl::Status ShardService::CheckRestorableMap(const std::string& id) {
   return absl::FailedPreconditionError(absl::StrCat(
       "checkpoint '", id, "' was taken under shard map ",
       taken_under->Summary(),
-      ", which places buckets otherwise than this "
-      "shard's ",
-      current->Summary(),
+      ", which places buckets otherwise than this shard's ", current->Summary(),
       ": restoring it here would leave rows where no client looks for them. "
       "Restore it onto new shards with stratactl reshard-checkpoint"));
 }
@@ -337,6 +335,21 @@ absl::Status ShardService::DoSetShardMap(const v1::SetShardMapRequest& request,
   if (*parsed == *current) {
     response.set_changed(false);
     return absl::OkStatus();
+  }
+  // In etcd, another shard (or replica) of the cluster may have stored this
+  // very map already: it is taken from there, not written again.
+  if (options_.shard_map_store != nullptr) {
+    absl::StatusOr<ShardMap> stored = options_.shard_map_store->Read();
+    if (stored.ok() && *stored == *parsed) {
+      STRATA_LOG(INFO, "server")
+          << "shard map " << current->Summary() << " replaced by "
+          << parsed->Summary() << ", as stored in "
+          << options_.shard_map_store->Where();
+      absl::MutexLock lock(&map_mu_);
+      map_ = std::make_shared<const ShardMap>(*std::move(parsed));
+      response.set_changed(true);
+      return absl::OkStatus();
+    }
   }
   if (parsed->version() <= current->version()) {
     return absl::FailedPreconditionError(absl::StrCat(

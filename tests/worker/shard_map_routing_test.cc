@@ -492,6 +492,20 @@ TEST_F(ShardMapRoutingTest, InEtcdOneShardsNewMapReachesTheOthers) {
   ASSERT_THAT(shard0->GetShardMap(&served, absl::Seconds(10)), IsOk());
   EXPECT_EQ(served.version(), 2u);
 
+  // Through PsClient, on every shard: the first writes it into etcd, the
+  // second finds it there.
+  const std::vector<uint32_t> empty = EmptyBucketsOfShard1(move.keys, 1);
+  ASSERT_EQ(empty.size(), 1u);
+  absl::StatusOr<ShardMap> v3 = move.map.WithOwner(empty[0], 0);
+  ASSERT_THAT(v3, IsOk());
+  ASSERT_THAT(admin_->SetShardMap(*v3), IsOk());
+  for (const auto& shard : shards_) {
+    std::unique_ptr<ShardClient> client =
+        CreateGrpcShardClient(shard->address());
+    ASSERT_THAT(client->GetShardMap(&served, absl::Seconds(10)), IsOk());
+    EXPECT_EQ(served.version(), 3u);
+  }
+
   // A shard of the same cluster started with another count is refused,
   // naming both counts.
   ServerProcessOptions wrong;
