@@ -213,8 +213,36 @@ std::shared_ptr<const ShardMap> ShardService::shard_map() const {
   return map_;
 }
 
+absl::Status ShardService::CatchUpMapAfterPromotion() {
+  ReplicaGroup* group = options_.replica_group;
+  if (group == nullptr || options_.shard_map_store == nullptr ||
+      group->IsPrimaryOf(map_read_in_term_.load())) {
+    return absl::OkStatus();
+  }
+  const ReplicaGroupStatus status = group->GetStatus();
+  if (!status.primary) return absl::OkStatus();
+  absl::MutexLock set_lock(&set_map_mu_);
+  absl::StatusOr<ShardMap> stored = options_.shard_map_store->Read();
+  if (!stored.ok()) {
+    return absl::UnavailableError(absl::StrCat(
+        "this replica became primary and cannot read the shard map from ",
+        options_.shard_map_store->Where(),
+        " yet: ", stored.status().message()));
+  }
+  if (stored->version() > shard_map()->version()) {
+    STRATA_LOG(INFO, "server")
+        << "primary now: shard map " << stored->Summary() << " read from "
+        << options_.shard_map_store->Where();
+    absl::MutexLock lock(&map_mu_);
+    map_ = std::make_shared<const ShardMap>(*std::move(stored));
+  }
+  map_read_in_term_.store(status.term);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::shared_ptr<const ShardMap>> ShardService::MapForRequest(
     uint64_t request_version) {
+  STRATA_RETURN_IF_ERROR(CatchUpMapAfterPromotion());
   std::shared_ptr<const ShardMap> map = shard_map();
   if (request_version == 0 || request_version == map->version()) return map;
   if (request_version < map->version()) {
@@ -583,6 +611,7 @@ grpc::ServerUnaryReactor* ShardService::GetShardMap(
       context, ShardMethod::kGetShardMap, request_bytes, response_bytes,
       [this](const v1::GetShardMapRequest&,
              v1::ShardMap& response) -> absl::Status {
+        STRATA_RETURN_IF_ERROR(CatchUpMapAfterPromotion());
         response = ShardMapToProto(*shard_map());
         return absl::OkStatus();
       });

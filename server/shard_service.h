@@ -194,6 +194,10 @@ class ShardService final
   // FAILED_PRECONDITION when checkpoint `id` was taken under a map that
   // places buckets otherwise than the current one.
   absl::Status CheckRestorableMap(const std::string& id);
+  // A replica that became primary may have missed map changes made while
+  // it followed (SetShardMap reaches the primary): it reads the stored map
+  // (etcd) once per term. UNAVAILABLE while it cannot.
+  absl::Status CatchUpMapAfterPromotion();
   // MapForRequest and CheckOwnership for every batch of a push.
   absl::Status CheckPushRouting(const v1::PushRequest& request);
   // FAILED_PRECONDITION carrying the map's version, naming the first key
@@ -205,6 +209,9 @@ class ShardService final
   absl::Time start_time_;
   mutable absl::Mutex map_mu_;
   std::shared_ptr<const ShardMap> map_ ABSL_GUARDED_BY(map_mu_);
+  // The replica group's term in which this primary last read the stored
+  // map (0: never).
+  std::atomic<uint64_t> map_read_in_term_{0};
   // The highest newer request version the store was searched for.
   std::atomic<uint64_t> store_checked_for_{0};
   // Held across a SetShardMap's store write, so that two of them do not

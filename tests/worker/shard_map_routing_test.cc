@@ -24,6 +24,7 @@
 #include "tests/testing/replicas.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/wait_until.h"
 #include "worker/ps_client.h"
 #include "worker/shard_client.h"
 
@@ -516,6 +517,54 @@ TEST_F(ShardMapRoutingTest, InEtcdOneShardsNewMapReachesTheOthers) {
   EXPECT_FALSE(third.Start().ok());
   EXPECT_THAT(third.log(),
               AllOf(HasSubstr("has 2 shards"), HasSubstr("--num_shards=3")));
+}
+
+TEST(ShardMapFailoverTest, APromotedReplicaServesTheMapItsPrimarySet) {
+  EtcdProcess etcd;
+  ASSERT_THAT(etcd.Start(), IsOk());
+  std::vector<std::unique_ptr<ServerProcess>> replicas;
+  std::vector<std::string> addresses;
+  for (int r = 0; r < 2; ++r) {
+    ServerProcessOptions options;
+    options.flags = testing::ReplicaFlags(etcd.endpoint(), r, 2, "promo-test");
+    replicas.push_back(std::make_unique<ServerProcess>(options));
+    ASSERT_THAT(replicas.back()->Start(), IsOk());
+    addresses.push_back(replicas.back()->address());
+  }
+  const int primary = testing::WaitForPrimaryOf(replicas);
+  ASSERT_GE(primary, 0);
+  PsClientOptions options;
+  options.shard_addresses = {absl::StrJoin(addresses, "|")};
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
+  ASSERT_THAT(client, IsOk());
+  ASSERT_THAT((*client)->CreateTable(SgdTable()), IsOk());
+  // SetShardMap reaches the primary (and etcd); the follower's copy in
+  // memory stays at version 1.
+  absl::StatusOr<ShardMap> v2 =
+      ShardMap::Create(2, 1, std::vector<uint32_t>(kNumBuckets, 0));
+  ASSERT_THAT(v2, IsOk());
+  ASSERT_THAT((*client)->SetShardMap(*v2), IsOk());
+
+  ASSERT_THAT(replicas[primary]->Kill9(), IsOk());
+  int promoted = -1;
+  testing::WaitUntil(
+      [&] { return (promoted = testing::PrimaryOf(replicas)) >= 0; },
+      absl::Seconds(30), absl::Milliseconds(50));
+  ASSERT_EQ(promoted, 1 - primary);
+  // Promoted, it reads the map from etcd: a request routed by version 1 is
+  // refused with version 2 (served, it could write buckets moved away).
+  std::unique_ptr<ShardClient> shard =
+      CreateGrpcShardClient(replicas[promoted]->address());
+  absl::Status stale;
+  testing::WaitUntil(
+      [&] {
+        stale = PullOn(*shard, {1, 2, 3}, 1);
+        return !absl::IsUnavailable(stale);
+      },
+      absl::Seconds(30), absl::Milliseconds(50));
+  EXPECT_THAT(stale, StatusIs(absl::StatusCode::kFailedPrecondition,
+                              HasSubstr("serves version 2")));
+  EXPECT_EQ(ShardMapVersionOf(stale), 2u);
 }
 
 }  // namespace
