@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from fresh_process import finish_script, start_script
-from strata_cluster import REPO, binary
+from strata_cluster import REPO, Cluster, binary
 
 pytest.importorskip("torch", reason="torch is not installed in this Python "
                     "(python/run_tests.sh installs it)")
@@ -132,6 +132,61 @@ def test_one_step_changes_rows_as_the_table_optimizer_says(shards, workdir):
     for name in ("sgd_sync", "sgd_async", "adagrad"):
         assert gaps[name] <= 1e-5, (name, gaps)
         assert gaps[name + "_moved"] > 1e-3, (name, gaps)
+
+
+def test_a_changed_shard_map_is_followed_without_an_error(workdir):
+    # Its own two shards: the job gives a bucket of shard 1 to shard 0
+    # (SetShardMap on both, as a bucket move ends) between two steps; the C
+    # client under strata.torch routes by the first map, is refused, fetches
+    # version 2 and carries on. Rows stay exact (SGD against torch's own).
+    cluster = Cluster("strata-torch-map-")
+    try:
+        shards = ",".join(s.address for s in cluster.start_shards(2))
+        result = run_case('''
+            import grpc
+            from strata._proto import strata_pb2, strata_pb2_grpc
+            from strata.hashing import NUM_BUCKETS, buckets_of
+            bag = st.EmbeddingBag(TABLE, 4, shards=SHARDS, mode="sum",
+                                  optimizer="sgd", learning_rate=1.0,
+                                  initializer="uniform",
+                                  initializer_args={"min": -1, "max": 1})
+            keys = torch.arange(200)
+            buckets = buckets_of(TABLE, keys.numpy().astype(np.uint64))
+            owners = np.arange(NUM_BUCKETS) % 2
+            before = bag.pull(keys)
+            # A bucket of shard 1 that none of the keys is in yet: a key of
+            # it, found past them, gets its first row on shard 0.
+            empty = next(b for b in range(1, NUM_BUCKETS, 2)
+                         if b not in set(buckets.tolist()))
+            moved = next(k for k in range(200, 10**6)
+                         if int(buckets_of(TABLE, np.array([k], np.uint64))[0]) == empty)
+            owners[empty] = 0
+            request = strata_pb2.SetShardMapRequest(map=strata_pb2.ShardMap(
+                version=2, num_shards=2, bucket_owners=owners.tolist()))
+            for address in SHARDS.split(","):
+                with grpc.insecure_channel(address) as channel:
+                    stub = strata_pb2_grpc.ParameterServerStub(channel)
+                    assert stub.SetShardMap(request, timeout=10).changed
+            ids = torch.cat([keys, torch.tensor([moved])])
+            start = bag.pull(ids)
+            ref = torch.nn.EmbeddingBag.from_pretrained(start.clone(),
+                                                        freeze=False,
+                                                        mode="sum")
+            offsets = torch.tensor([0, 50, 120])
+            coefficients = torch.randn(3, 4)
+            (bag(ids, offsets) * coefficients).sum().backward()
+            (ref(torch.arange(len(ids)), offsets) * coefficients).sum().backward()
+            bag.wait_for_pushes()
+            expected = start - ref.weight.grad
+            report(unchanged=(start[:200] - before).abs().max().item(),
+                   gap=(bag.pull(ids) - expected).abs().max().item(),
+                   moved=(bag.pull(ids) - start).abs().max().item())
+        ''', shards, "torch_map", workdir)
+    finally:
+        cluster.stop()
+    assert result["unchanged"] == 0.0
+    assert result["gap"] <= 1e-6, result
+    assert result["moved"] > 1e-3, result
 
 
 def _free_port():
