@@ -133,3 +133,22 @@ def test_realistic_run_reports_both_ceilings_and_each_model():
     for row in rows:
         assert 0.5 < float(row[2]) < 1.0, row
         assert int(row[8]) > 1000, row  # rows the table ends with
+
+
+def test_ab_run_pairs_two_builds_round_by_round():
+    # The same build as A and B: each round has one row per build and mode,
+    # and a ratio per mode and round.
+    build = m.bin_dir().parent
+    env = dict(os.environ, ROUNDS="2", DURATION_S="0.3", NUM_KEYS="5000",
+               DIM="8")
+    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_ab.sh"),
+                           str(build), str(build)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [line.split() for line in done.stdout.splitlines()
+            if re.fullmatch(r"[12] [AB] pu(ll|sh) [0-9.]+ [0-9.]+", line)]
+    assert len(rows) == 8, done.stdout
+    assert all(float(row[3]) > 0 and float(row[4]) > 0 for row in rows), rows
+    ratios = re.findall(r"(pull|push) round ([12]): ([0-9.]+), ([0-9.]+)",
+                        done.stdout)
+    assert len(ratios) == 4, done.stdout
