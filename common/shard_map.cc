@@ -54,6 +54,11 @@ absl::StatusOr<ShardMap> ShardMap::Create(uint64_t version, uint32_t num_shards,
   if (num_shards == 0) {
     return absl::InvalidArgumentError("shard map has no shards");
   }
+  if (num_shards > kNumBuckets) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard map has ", num_shards, " shards, over the ",
+                     kNumBuckets, " buckets there are to own"));
+  }
   if (owners.size() != kNumBuckets) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shard map has ", owners.size(), " bucket owners, not ", kNumBuckets));
@@ -123,7 +128,7 @@ absl::StatusOr<ShardMap> ShardMap::Parse(absl::string_view text) {
     if (absl::ConsumePrefix(&line, "version=")) {
       if (!absl::SimpleAtoi(line, &version)) return Damaged("bad version");
     } else if (absl::ConsumePrefix(&line, "num_shards=")) {
-      if (!absl::SimpleAtoi(line, &num_shards) || num_shards > UINT32_MAX) {
+      if (!absl::SimpleAtoi(line, &num_shards) || num_shards > kNumBuckets) {
         return Damaged("bad num_shards");
       }
     } else if (absl::ConsumePrefix(&line, "owners=")) {

@@ -29,8 +29,8 @@ class ShardMap {
   // b owned by shard b mod num_shards.
   static ShardMap Modulo(uint32_t num_shards);
   // INVALID_ARGUMENT naming what is wrong unless version >= 1,
-  // num_shards >= 1, `owners` has kNumBuckets entries, each below
-  // num_shards.
+  // 1 <= num_shards <= kNumBuckets, `owners` has kNumBuckets entries, each
+  // below num_shards.
   static absl::StatusOr<ShardMap> Create(uint64_t version, uint32_t num_shards,
                                          std::vector<uint32_t> owners);
 

@@ -213,6 +213,14 @@ std::shared_ptr<const ShardMap> ShardService::shard_map() const {
   return map_;
 }
 
+void ShardService::InstallMapLocked(std::shared_ptr<const ShardMap> map) {
+  // Waits for the pushes between their routing check and their apply, so
+  // that none is applied under a map that no longer gives it its keys.
+  absl::WriterMutexLock gate(&push_gate_);
+  absl::MutexLock lock(&map_mu_);
+  map_ = std::move(map);
+}
+
 absl::Status ShardService::CatchUpMapAfterPromotion() {
   ReplicaGroup* group = options_.replica_group;
   if (group == nullptr || options_.shard_map_store == nullptr ||
@@ -222,6 +230,8 @@ absl::Status ShardService::CatchUpMapAfterPromotion() {
   const ReplicaGroupStatus status = group->GetStatus();
   if (!status.primary) return absl::OkStatus();
   absl::MutexLock set_lock(&set_map_mu_);
+  // Another request may have read it meanwhile.
+  if (group->IsPrimaryOf(map_read_in_term_.load())) return absl::OkStatus();
   absl::StatusOr<ShardMap> stored = options_.shard_map_store->Read();
   if (!stored.ok()) {
     return absl::UnavailableError(absl::StrCat(
@@ -233,47 +243,60 @@ absl::Status ShardService::CatchUpMapAfterPromotion() {
     STRATA_LOG(INFO, "server")
         << "primary now: shard map " << stored->Summary() << " read from "
         << options_.shard_map_store->Where();
-    absl::MutexLock lock(&map_mu_);
-    map_ = std::make_shared<const ShardMap>(*std::move(stored));
+    InstallMapLocked(std::make_shared<const ShardMap>(*std::move(stored)));
   }
   map_read_in_term_.store(status.term);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::shared_ptr<const ShardMap>> ShardService::MapForRequest(
-    uint64_t request_version) {
-  STRATA_RETURN_IF_ERROR(CatchUpMapAfterPromotion());
-  std::shared_ptr<const ShardMap> map = shard_map();
-  if (request_version == 0 || request_version == map->version()) return map;
-  if (request_version < map->version()) {
+void ShardService::LookForNewerMap(uint64_t request_version) {
+  if (options_.shard_map_store == nullptr ||
+      request_version <= shard_map()->version()) {
+    return;
+  }
+  // At most one look every 100 ms, whatever versions requests name.
+  const int64_t now = absl::ToUnixNanos(options_.clock->Now());
+  int64_t last = last_map_lookup_ns_.load();
+  if (now - last < absl::ToInt64Nanoseconds(absl::Milliseconds(100)) ||
+      !last_map_lookup_ns_.compare_exchange_strong(last, now)) {
+    return;
+  }
+  absl::MutexLock set_lock(&set_map_mu_);
+  absl::StatusOr<ShardMap> stored = options_.shard_map_store->Read();
+  if (!stored.ok() || stored->version() <= shard_map()->version() ||
+      stored->num_shards() != options_.num_shards) {
+    return;
+  }
+  STRATA_LOG(INFO, "server")
+      << "shard map " << stored->Summary() << " read from "
+      << options_.shard_map_store->Where();
+  InstallMapLocked(std::make_shared<const ShardMap>(*std::move(stored)));
+}
+
+absl::Status ShardService::CheckRouting(
+    uint64_t request_version,
+    const google::protobuf::RepeatedPtrField<v1::TableBatch>& batches,
+    const ShardMap& map) const {
+  if (request_version != 0 && request_version < map.version()) {
     return ShardMapMismatchError(
         absl::StrCat("the request was routed by shard map version ",
                      request_version, ", but this shard serves version ",
-                     map->version(), ": fetch the map again and re-route"),
-        map->version());
+                     map.version(), ": fetch the map again and re-route"),
+        map.version());
   }
-  // A newer map than ours: another shard or a tool installed it where it is
-  // stored (etcd) before this shard heard of it. Looked for once per
-  // version (a static shard's store is its own file).
-  uint64_t checked = store_checked_for_.load();
-  if (options_.shard_map_store != nullptr && request_version > checked &&
-      store_checked_for_.compare_exchange_strong(checked, request_version)) {
-    absl::MutexLock set_lock(&set_map_mu_);
-    absl::StatusOr<ShardMap> stored = options_.shard_map_store->Read();
-    if (stored.ok() && stored->version() > shard_map()->version() &&
-        stored->num_shards() > options_.shard_index) {
-      STRATA_LOG(INFO, "server")
-          << "shard map " << stored->Summary() << " read from "
-          << options_.shard_map_store->Where();
-      absl::MutexLock lock(&map_mu_);
-      map_ = std::make_shared<const ShardMap>(*std::move(stored));
+  for (const v1::TableBatch& batch : batches) {
+    absl::Status owned = CheckOwnership(batch, map);
+    if (owned.ok()) continue;
+    // Routed by a newer map this shard has not got yet: refreshing cannot
+    // help the client, waiting for the map to arrive here can.
+    if (request_version > map.version()) {
+      return absl::UnavailableError(absl::StrCat(
+          owned.message(), "; the request was routed by shard map version ",
+          request_version, ", which this shard has not got yet: retry"));
     }
+    return owned;
   }
-  // Still behind: the request is served by this shard's own map, whose
-  // ownership check it must pass. That is safe because a shard that gains
-  // or loses buckets gets the new map before any client can learn it; a
-  // shard whose buckets did not change may lag without harm.
-  return shard_map();
+  return absl::OkStatus();
 }
 
 absl::Status ShardService::CheckOwnership(const v1::TableBatch& batch,
@@ -342,15 +365,6 @@ absl::Status ShardService::CheckRestorableMap(const std::string& id) {
       "Restore it onto new shards with stratactl reshard-checkpoint"));
 }
 
-absl::Status ShardService::CheckPushRouting(const v1::PushRequest& request) {
-  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ShardMap> map,
-                          MapForRequest(request.shard_map_version()));
-  for (const v1::TableBatch& batch : request.batches()) {
-    STRATA_RETURN_IF_ERROR(CheckOwnership(batch, *map));
-  }
-  return absl::OkStatus();
-}
-
 absl::Status ShardService::DoSetShardMap(const v1::SetShardMapRequest& request,
                                          v1::SetShardMapResponse& response) {
   absl::StatusOr<ShardMap> parsed = ShardMapFromProto(request.map());
@@ -384,10 +398,11 @@ absl::Status ShardService::DoSetShardMap(const v1::SetShardMapRequest& request,
         "SetShardMap: the map given has version ", parsed->version(),
         ", not above this shard's ", current->Summary()));
   }
-  if (parsed->num_shards() <= options_.shard_index) {
+  if (parsed->num_shards() != options_.num_shards) {
     return absl::FailedPreconditionError(
         absl::StrCat("SetShardMap: the map given has ", parsed->num_shards(),
-                     " shards, without this shard ", options_.shard_index));
+                     " shards, but this shard was started with --num_shards=",
+                     options_.num_shards));
   }
   if (options_.shard_map_store != nullptr) {
     // Kept before it is used: a restart serves the same map.
@@ -396,8 +411,7 @@ absl::Status ShardService::DoSetShardMap(const v1::SetShardMapRequest& request,
   }
   STRATA_LOG(INFO, "server") << "shard map " << current->Summary()
                              << " replaced by " << parsed->Summary();
-  absl::MutexLock lock(&map_mu_);
-  map_ = std::make_shared<const ShardMap>(*std::move(parsed));
+  InstallMapLocked(std::make_shared<const ShardMap>(*std::move(parsed)));
   response.set_changed(true);
   return absl::OkStatus();
 }
@@ -427,10 +441,11 @@ absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
   std::vector<size_t> value_counts;
   std::vector<size_t> value_bytes;
   uint64_t keys = 0, response_bytes = 0;
-  STRATA_ASSIGN_OR_RETURN(std::shared_ptr<const ShardMap> map,
-                          MapForRequest(request.shard_map_version()));
+  STRATA_RETURN_IF_ERROR(CatchUpMapAfterPromotion());
+  LookForNewerMap(request.shard_map_version());
+  STRATA_RETURN_IF_ERROR(CheckRouting(request.shard_map_version(),
+                                      request.batches(), *shard_map()));
   for (const v1::TableBatch& batch : request.batches()) {
-    STRATA_RETURN_IF_ERROR(CheckOwnership(batch, *map));
     STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
                             options_.store->GetTableConfig(batch.table()));
     value_counts.push_back(static_cast<size_t>(batch.keys_size()) * config.dim);
@@ -479,7 +494,14 @@ absl::Status ShardService::DoPush(const v1::PushRequest& request,
                                   v1::PushResponse& response) {
   STRATA_RETURN_IF_ERROR(CheckBatchSizes(request.batches(), "push"));
   PushId id{request.client_id(), request.sequence(), {}};
-  if (absl::Status routed = CheckPushRouting(request); !routed.ok()) {
+  STRATA_RETURN_IF_ERROR(CatchUpMapAfterPromotion());
+  LookForNewerMap(request.shard_map_version());
+  // From the routing check until the push is applied the map stays as it is
+  // (InstallMapLocked waits for the gate).
+  absl::ReaderMutexLock gate(&push_gate_);
+  if (absl::Status routed = CheckRouting(request.shard_map_version(),
+                                         request.batches(), *shard_map());
+      !routed.ok()) {
     // A retry of a push this shard applied before the map changed (its
     // answer was lost) is still its own: answered as the duplicate it is
     // below, not refused, since the client would send its keys to their new

@@ -181,12 +181,21 @@ class ShardService final
   absl::Status CheckBatchSizes(
       const google::protobuf::RepeatedPtrField<v1::TableBatch>& batches,
       const char* what) const;
-  // The map to serve a request routed by `request_version` (0: not given)
-  // with: FAILED_PRECONDITION carrying the current version for an older
-  // one; for a newer one, the newest the shard map store holds (etcd), else
-  // the shard's own.
-  absl::StatusOr<std::shared_ptr<const ShardMap>> MapForRequest(
-      uint64_t request_version);
+  // Installs `map`, once no push is between its routing check and its
+  // apply.
+  void InstallMapLocked(std::shared_ptr<const ShardMap> map)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(set_map_mu_);
+  // A request routed by a newer version than this shard's: looks for a newer
+  // map in the shard map store (etcd), at most every 100 ms.
+  void LookForNewerMap(uint64_t request_version);
+  // FAILED_PRECONDITION carrying `map`'s version for a request routed by an
+  // older version, or holding a key `map` gives another shard; UNAVAILABLE
+  // (retry) for such a key when the request was routed by a newer version,
+  // which this shard has not got yet.
+  absl::Status CheckRouting(
+      uint64_t request_version,
+      const google::protobuf::RepeatedPtrField<v1::TableBatch>& batches,
+      const ShardMap& map) const;
   // Checkpoint under the current map (no map change meanwhile), recorded
   // beside the checkpoint.
   absl::StatusOr<CheckpointInfo> CheckpointUnderMap(
@@ -198,8 +207,6 @@ class ShardService final
   // it followed (SetShardMap reaches the primary): it reads the stored map
   // (etcd) once per term. UNAVAILABLE while it cannot.
   absl::Status CatchUpMapAfterPromotion();
-  // MapForRequest and CheckOwnership for every batch of a push.
-  absl::Status CheckPushRouting(const v1::PushRequest& request);
   // FAILED_PRECONDITION carrying the map's version, naming the first key
   // this shard does not own under `map`.
   absl::Status CheckOwnership(const v1::TableBatch& batch,
@@ -209,14 +216,17 @@ class ShardService final
   absl::Time start_time_;
   mutable absl::Mutex map_mu_;
   std::shared_ptr<const ShardMap> map_ ABSL_GUARDED_BY(map_mu_);
+  // Held shared by a push from its routing check through its apply, and
+  // exclusively to replace the map.
+  absl::Mutex push_gate_ ABSL_ACQUIRED_BEFORE(map_mu_);
+  // Held across a map replacement's store write or read, so that two of
+  // them do not interleave; the gate and map_mu_ only for the swap.
+  absl::Mutex set_map_mu_ ABSL_ACQUIRED_BEFORE(push_gate_);
   // The replica group's term in which this primary last read the stored
   // map (0: never).
   std::atomic<uint64_t> map_read_in_term_{0};
-  // The highest newer request version the store was searched for.
-  std::atomic<uint64_t> store_checked_for_{0};
-  // Held across a SetShardMap's store write, so that two of them do not
-  // interleave; map_mu_ is taken only to swap the pointer.
-  absl::Mutex set_map_mu_ ABSL_ACQUIRED_BEFORE(map_mu_);
+  // When LookForNewerMap last read the store (Unix ns).
+  std::atomic<int64_t> last_map_lookup_ns_{0};
   RequestMetrics metrics_;
   // Last member: destroyed first, finishing the calls it still holds.
   std::unique_ptr<WorkQueue> queue_;

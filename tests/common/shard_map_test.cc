@@ -78,6 +78,9 @@ TEST(ShardMapTest, CreateNamesWhatIsWrong) {
               HasSubstr("version must be >= 1"));
   EXPECT_THAT(ShardMap::Create(1, 0, owners).status().message(),
               HasSubstr("no shards"));
+  // More shards than buckets: refused before anything is sized by it.
+  EXPECT_THAT(ShardMap::Create(1, 4000000000u, owners).status().message(),
+              HasSubstr("4000000000 shards, over the 4096 buckets"));
   EXPECT_THAT(
       ShardMap::Create(1, 1, std::vector<uint32_t>(10, 0)).status().message(),
       HasSubstr("10 bucket owners, not 4096"));
