@@ -277,12 +277,12 @@ int ShardMapCommand(const CommandContext& context) {
   json.EndArray();
   json.EndObject();
   if (context.json) PrintLine(json.text());
-  // A shard behind the newest map catches up when a request routed by it
-  // arrives (or a bucket move installs it); not an error.
+  // Not an error: a shard whose buckets did not change may lag.
   if (behind && !context.json) {
     PrintLine(
-        "  (a shard behind learns the newest map from the next request "
-        "routed by it)");
+        "  (a shard behind serves by its own map: in etcd it reads the newest "
+        "when a request routed by it arrives; a static shard gets it from "
+        "SetShardMap)");
   }
   return kExitOk;
 }

@@ -180,12 +180,34 @@ absl::Status PsClient::RefreshShardMapFrom(std::vector<size_t> shards,
 
 absl::Status PsClient::SetShardMap(const ShardMap& map) {
   STRATA_RETURN_IF_ERROR(CheckRoutable(map));
+  // The map the shards serve now, to see which give buckets away.
+  STRATA_RETURN_IF_ERROR(RefreshShardMap());
+  const std::shared_ptr<const ShardMap> current = shard_map();
+  // Shards that give buckets away get the map first: until they have it
+  // they would take writes for those buckets from clients of the old map,
+  // while clients that learned the new one write to the new owners. Then
+  // the shards that gain buckets, then the rest.
+  std::vector<size_t> losers, gainers, others;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    bool loses = false, gains = false;
+    for (uint32_t b = 0; b < kNumBuckets; ++b) {
+      const bool owned_now = current->OwnerOf(b) == s;
+      const bool owned_next = map.OwnerOf(b) == s;
+      loses |= owned_now && !owned_next;
+      gains |= owned_next && !owned_now;
+    }
+    (loses ? losers : gains ? gainers : others).push_back(s);
+  }
   v1::SetShardMapRequest request;
   *request.mutable_map() = ShardMapToProto(map);
-  STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
-    v1::SetShardMapResponse response;
-    return shards_[s]->SetShardMap(request, &response, options_.rpc_timeout);
-  }));
+  for (const std::vector<size_t>* group : {&losers, &gainers, &others}) {
+    if (group->empty()) continue;
+    STRATA_RETURN_IF_ERROR(FanOut(*group, [&](size_t s,
+                                              ShardClient::Done done) {
+      v1::SetShardMapResponse response;
+      done(shards_[s]->SetShardMap(request, &response, options_.rpc_timeout));
+    }));
+  }
   absl::MutexLock lock(&map_mu_);
   if (map.version() > map_->version()) {
     map_ = std::make_shared<const ShardMap>(map);

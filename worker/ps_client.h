@@ -90,7 +90,9 @@ class PsClient {
   // when it is older than `at_least_version`, or has more shards than this
   // client has addresses for.
   absl::Status RefreshShardMap(uint64_t at_least_version = 0);
-  // Installs `map` on every shard (SetShardMap), then routes by it.
+  // Installs `map` on every shard (SetShardMap): first on the shards that
+  // give buckets away, then on those that gain some, then on the rest; then
+  // routes by it.
   absl::Status SetShardMap(const ShardMap& map);
 
   // Creates the table on every shard (idempotent for an identical config).

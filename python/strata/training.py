@@ -377,7 +377,8 @@ class ParameterServerClient:
         """Index of the shard whose address (or one of whose replicas) is
         `endpoint`, as a list; empty when unknown."""
         for index, address in enumerate(self.addresses):
-            if endpoint is not None and endpoint in address.split("|"):
+            if endpoint is not None and endpoint in [
+                    e.strip() for e in address.split("|")]:
                 return [index]
         return []
 

@@ -3,6 +3,7 @@
 // fake clock (nothing sleeps). The same behaviour against real shards is in
 // shard_map_routing_test.cc.
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,8 +46,11 @@ constexpr size_t kDim = 2;
 // counts what it was asked. Calls answer at once, on the caller's thread.
 class FakeShard : public ShardClient {
  public:
-  FakeShard(uint32_t index, ShardMap map)
-      : index_(index), address_(absl::StrCat("fake-", index)), map_(map) {}
+  FakeShard(uint32_t index, ShardMap map, std::atomic<int>* install_clock)
+      : index_(index),
+        address_(absl::StrCat("fake-", index)),
+        install_clock_(install_clock),
+        map_(map) {}
 
   void set_map(ShardMap map) {
     absl::MutexLock lock(&mu_);
@@ -135,9 +139,21 @@ class FakeShard : public ShardClient {
     return absl::OkStatus();
   }
 
-  absl::Status SetShardMap(const v1::SetShardMapRequest&,
-                           v1::SetShardMapResponse*, absl::Duration) override {
-    return absl::UnimplementedError("not in this fake");
+  absl::Status SetShardMap(const v1::SetShardMapRequest& request,
+                           v1::SetShardMapResponse* response,
+                           absl::Duration) override {
+    absl::StatusOr<ShardMap> map = ShardMapFromProto(request.map());
+    if (!map.ok()) return map.status();
+    absl::MutexLock lock(&mu_);
+    map_ = *std::move(map);
+    installed_at_ = install_clock_->fetch_add(1);
+    response->set_changed(true);
+    return absl::OkStatus();
+  }
+  // When SetShardMap reached this shard, on a clock the shards share.
+  int installed_at() {
+    absl::MutexLock lock(&mu_);
+    return installed_at_;
   }
   absl::Status CreateTable(const v1::CreateTableRequest&,
                            v1::CreateTableResponse*, absl::Duration) override {
@@ -168,14 +184,17 @@ class FakeShard : public ShardClient {
                                map_.owners());
     }
     // As strata-server: an older version is refused; a newer one is served
-    // by the shard's own map.
+    // by the shard's own map, and a key it gives another shard is
+    // UNAVAILABLE then (the shard has not got the newer map yet).
     if (version < map_.version()) {
       return ShardMapMismatchError("older map", map_.version());
     }
     for (uint64_t key : batch.keys()) {
-      if (map_.OwnerOfKey(HashString(batch.table()), key) != index_) {
-        return ShardMapMismatchError("not mine", map_.version());
+      if (map_.OwnerOfKey(HashString(batch.table()), key) == index_) continue;
+      if (version > map_.version()) {
+        return absl::UnavailableError("newer map, not here yet");
       }
+      return ShardMapMismatchError("not mine", map_.version());
     }
     return absl::OkStatus();
   }
@@ -188,7 +207,9 @@ class FakeShard : public ShardClient {
 
   const uint32_t index_;
   const std::string address_;
+  std::atomic<int>* const install_clock_;
   absl::Mutex mu_;
+  int installed_at_ ABSL_GUARDED_BY(mu_) = -1;
   ShardMap map_ ABSL_GUARDED_BY(mu_);
   bool bump_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status failure_ ABSL_GUARDED_BY(mu_);
@@ -204,7 +225,8 @@ class PsClientRoutingTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (uint32_t s = 0; s < 3; ++s) {
-      shards_.push_back(std::make_unique<FakeShard>(s, ShardMap::Modulo(3)));
+      shards_.push_back(
+          std::make_unique<FakeShard>(s, ShardMap::Modulo(3), &install_clock_));
     }
     PsClientOptions options;
     for (const auto& shard : shards_) {
@@ -244,6 +266,7 @@ class PsClientRoutingTest : public ::testing::Test {
   }
 
   FakeClock clock_;
+  std::atomic<int> install_clock_{0};
   std::vector<std::unique_ptr<FakeShard>> shards_;
   std::unique_ptr<PsClient> client_;
   std::vector<uint64_t> keys_;
@@ -320,6 +343,41 @@ TEST_F(PsClientRoutingTest, AShardBehindTheClientsMapServesItsOwnBuckets) {
   ASSERT_THAT(client_->Pull(kTable, keys_, absl::MakeSpan(rows)), IsOk());
   ASSERT_EQ(client_->shard_map()->version(), 2u);
   ASSERT_THAT(client_->Pull(kTable, keys_, absl::MakeSpan(rows)), IsOk());
+  EXPECT_EQ(shards_[0]->map_fetches(), 0);
+}
+
+TEST_F(PsClientRoutingTest, SetShardMapReachesTheShardGivingBucketsAwayFirst) {
+  // Version 2 takes a bucket from shard 2 and gives it to shard 0.
+  uint32_t bucket = 2;
+  absl::StatusOr<ShardMap> next = ShardMap::Modulo(3).WithOwner(bucket, 0);
+  ASSERT_THAT(next, IsOk());
+  ASSERT_THAT(client_->SetShardMap(*next), IsOk());
+  EXPECT_EQ(shards_[2]->installed_at(), 0);  // the one giving it away
+  EXPECT_EQ(shards_[0]->installed_at(), 1);  // the one gaining it
+  EXPECT_EQ(shards_[1]->installed_at(), 2);
+  EXPECT_EQ(client_->shard_map()->version(), 2u);
+}
+
+TEST_F(PsClientRoutingTest, AShardThatGainsABucketLateIsWaitedFor) {
+  // Version 2 gives a bucket of shard 1 to shard 0, and only shard 1 has
+  // it. The client learns it from shard 1's refusal and sends the bucket's
+  // key to shard 0, which has not got version 2: UNAVAILABLE, retried to
+  // the deadline (on the fake clock), not a refusal to re-route by (which
+  // would loop: shard 0's map is older than the client's).
+  const ShardMap first = ShardMap::Modulo(3);
+  uint64_t key = 1;
+  while (first.OwnerOfKey(HashString(kTable), key) != 1) ++key;
+  absl::StatusOr<ShardMap> next =
+      first.WithOwner(BucketOf(HashString(kTable), key), 0);
+  ASSERT_THAT(next, IsOk());
+  shards_[1]->set_map(*next);
+  std::vector<float> row(kDim);
+  const absl::Time before = clock_.Now();
+  EXPECT_THAT(client_->Pull(kTable, {key}, absl::MakeSpan(row)),
+              StatusIs(absl::StatusCode::kUnavailable,
+                       HasSubstr("gave up after retrying")));
+  EXPECT_GE(clock_.Now() - before, absl::Seconds(30));
+  EXPECT_EQ(client_->shard_map()->version(), 2u);
   EXPECT_EQ(shards_[0]->map_fetches(), 0);
 }
 
