@@ -96,7 +96,9 @@ def test_reshard_run_splits_and_merges_every_row():
     assert [row[2].strip() for row in rows] == ["copy", "split", "merge"], \
         done.stdout
     for row in rows:
-        assert float(row[3]) > 0, done.stdout
+        # A copy of this small checkpoint can round to 0.00 s; the
+        # reshards read and write every row, and cannot.
+        assert float(row[3]) > 0 or row[2].strip() == "copy", done.stdout
         assert row[4].strip().endswith(" M"), done.stdout
 
 
