@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "common/file_system.h"
+#include "common/status_macros.h"
 #include "embedding/checkpoint_reshard.h"
 #include "server/shard_map_store.h"
 #include "server/shard_placement.h"
@@ -82,14 +83,19 @@ absl::StatusOr<std::optional<ShardMap>> ReadSourceMap(
   return found;
 }
 
-absl::Status WriteTargetPlacements(const std::vector<std::string>& dirs) {
+// Records in each new directory its placement, and beside its checkpoint
+// the map the new shards start with (the first map of their count).
+absl::Status WriteTargetRecords(const std::vector<std::string>& dirs,
+                                const std::string& checkpoint_id) {
+  FileSystem& files = *FileSystem::Default();
+  const ShardMap first = ShardMap::Modulo(static_cast<uint32_t>(dirs.size()));
   for (size_t t = 0; t < dirs.size(); ++t) {
     ShardPlacement placement;
     placement.shard_index = static_cast<uint32_t>(t);
     placement.num_shards = static_cast<uint32_t>(dirs.size());
-    absl::Status written =
-        WriteShardPlacement(*FileSystem::Default(), dirs[t], placement);
-    if (!written.ok()) return written;
+    STRATA_RETURN_IF_ERROR(WriteShardPlacement(files, dirs[t], placement));
+    STRATA_RETURN_IF_ERROR(
+        WriteCheckpointShardMap(files, dirs[t], checkpoint_id, first));
   }
   return absl::OkStatus();
 }
@@ -152,16 +158,10 @@ int ReshardCheckpointCommand(const CommandContext& context) {
     return UsageError(result.status().message());
   }
   if (!result.ok()) return ClusterError(result.status());
-  if (absl::Status placed = WriteTargetPlacements(options.target_dirs);
-      !placed.ok()) {
-    return ClusterError(placed);
-  }
-  // The new shards start with the first map of their count.
-  for (const std::string& dir : options.target_dirs) {
-    absl::Status recorded = WriteCheckpointShardMap(
-        *FileSystem::Default(), dir, result->checkpoint_id,
-        ShardMap::Modulo(static_cast<uint32_t>(options.target_dirs.size())));
-    if (!recorded.ok()) return ClusterError(recorded);
+  if (absl::Status recorded =
+          WriteTargetRecords(options.target_dirs, result->checkpoint_id);
+      !recorded.ok()) {
+    return ClusterError(recorded);
   }
   PrintResult(*result, options.source_dirs.size(), context.json);
   return kExitOk;
