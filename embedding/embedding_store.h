@@ -2,6 +2,7 @@
 #define STRATA_EMBEDDING_EMBEDDING_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -208,6 +209,32 @@ struct CheckpointInfo {
   uint64_t delta_rows = 0;
 };
 
+// Rows of one table with their optimizer state, as a bucket move carries
+// them from the shard that owned their bucket to the one that will.
+struct RowBlock {
+  std::string table;
+  std::vector<FeatureId> keys;
+  // keys.size() * dim floats, row-major in key order.
+  std::vector<float> values;
+  // keys.size() * state_dim floats (the optimizer's state; none for SGD).
+  std::vector<float> states;
+  // Keys that have no row (any more): the receiver deletes its copy.
+  std::vector<FeatureId> absent;
+};
+
+// Chooses the rows a bucket move carries (by their key's bucket).
+using RowSelector = std::function<bool(FeatureId key)>;
+
+// Where ExportRows stands in a table: the rows in memory stripe by stripe
+// (each stripe's selected keys in key order), then, for a table with a
+// memory budget, those on disk only, in key order.
+struct ExportCursor {
+  uint32_t stripe = 0;
+  uint64_t offset = 0;
+  FeatureId disk_key = 0;
+  bool done = false;
+};
+
 // The rows of one shard: tables in memory, persisted in RocksDB (values and
 // optimizer state in separate column families), with durability as chosen,
 // automatic recovery on open, consistent checkpoints and restore.
@@ -310,6 +337,32 @@ class EmbeddingStore {
   // outlive the store.
   virtual absl::StatusOr<std::unique_ptr<ValueSnapshotReader>>
   OpenValueSnapshot(absl::Span<const std::string> tables) = 0;
+
+  // Bucket moves (server/bucket_move.h). None of these reaches the change
+  // stream: a moved row is not an update, and its deletion at the shard it
+  // left must not delete it at the serving PS, which follows its new owner.
+  //
+  // Up to `max_rows` of the rows of `table` that `select` takes, from
+  // `cursor` on (which it advances; cursor.done once every row was read).
+  // A row updated while a table is exported may be read before or after
+  // the update: the caller tracks such keys and reads them again
+  // (ReadRows). NOT_FOUND for an unknown table.
+  virtual absl::StatusOr<RowBlock> ExportRows(absl::string_view table,
+                                              const RowSelector& select,
+                                              ExportCursor& cursor,
+                                              size_t max_rows) = 0;
+  // The rows of `keys` as they stand (keys without a row in `absent`).
+  virtual absl::StatusOr<RowBlock> ReadRows(
+      absl::string_view table, absl::Span<const FeatureId> keys) = 0;
+  // Writes the rows of `rows` (replacing any of those keys) and deletes
+  // those of rows.absent, synced, before they reach memory.
+  // INVALID_ARGUMENT when the sizes do not match the table's, NOT_FOUND for
+  // an unknown table; a failed write changes nothing in memory.
+  virtual absl::Status WriteRows(const RowBlock& rows) = 0;
+  // Deletes every row of `table` that `select` takes, from memory and
+  // disk. Returns how many.
+  virtual absl::StatusOr<uint64_t> DropRows(absl::string_view table,
+                                            const RowSelector& select) = 0;
 };
 
 }  // namespace strata

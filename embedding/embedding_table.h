@@ -134,6 +134,20 @@ class EmbeddingTable {
   // Visits every stored row, one stripe locked at a time.
   void ForEachRow(const RowVisitor& visitor) const;
 
+  // Bucket moves (embedding_table_moves.cc). The keys in memory of stripe
+  // `stripe` (< num_stripes()) that `select` takes, sorted.
+  std::vector<FeatureId> SelectKeysOfStripe(
+      size_t stripe, const std::function<bool(FeatureId)>& select) const;
+  // Copies the row of `key` in memory (dim() floats to `value`, state_dim()
+  // to `state`); false when it is not in memory.
+  bool ReadRow(FeatureId key, float* value, float* state) const;
+  // Deletes the rows of `keys` that are in memory, without counting them as
+  // evicted; returns how many. (The store writes their deletion.)
+  uint64_t RemoveRows(absl::Span<const FeatureId> keys);
+  // A table with a memory budget: `count` rows kept on disk only were
+  // deleted there.
+  void ForgetColdRows(uint64_t count);
+
   // Eviction runs stripe by stripe, in two steps, so that pulls never wait
   // for a scan: EvictionCandidates scans stripe `stripe` (< kNumStripes)
   // under its shared lock, and EvictRows takes the exclusive lock only to
@@ -205,6 +219,10 @@ class EmbeddingTable {
   // Whether the row in `slot` is to be evicted at `now_micros`.
   bool Evictable(const Stripe& stripe, uint32_t slot, int64_t now_micros) const
       ABSL_SHARED_LOCKS_REQUIRED(stripe.mu);
+  // Rebuilds a stripe whose slots do not record their keys without the
+  // rows of `keys`; returns how many left.
+  uint64_t CompactWithout(Stripe& stripe, absl::Span<const FeatureId> keys)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   // Deletes the row of `key` (present): the last slot moves into its place.
   void DeleteRow(Stripe& stripe, FeatureId key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);

@@ -118,6 +118,15 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   const ChangeLog& change_log() const override { return change_log_; }
   absl::StatusOr<std::unique_ptr<ValueSnapshotReader>> OpenValueSnapshot(
       absl::Span<const std::string> tables) override;
+  absl::StatusOr<RowBlock> ExportRows(absl::string_view table,
+                                      const RowSelector& select,
+                                      ExportCursor& cursor,
+                                      size_t max_rows) override;
+  absl::StatusOr<RowBlock> ReadRows(absl::string_view table,
+                                    absl::Span<const FeatureId> keys) override;
+  absl::Status WriteRows(const RowBlock& rows) override;
+  absl::StatusOr<uint64_t> DropRows(absl::string_view table,
+                                    const RowSelector& select) override;
 
  private:
   // Opens the database and loads its tables. `what` names the database in
@@ -243,6 +252,25 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   // Whether a table record in the open database has a memory budget.
   bool AnyBudgetedTableLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   void FlushLoop();
+  // Bucket moves (rocksdb_embedding_store_moves.cc).
+  // Appends the rows of `keys` to `block` (absent ones to block.absent):
+  // from memory, else (a table with a memory budget) from disk.
+  absl::Status ReadRowsLocked(const EmbeddingTable& table,
+                              absl::Span<const FeatureId> keys, RowBlock& block)
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
+  // The keys of `table` on disk from `start` on that `select` takes: at
+  // most `max_keys`, scanning at most `max_scanned` rows. Sets *next to the
+  // key to go on from, *end when the table's last row was scanned.
+  std::vector<FeatureId> ScanDiskKeysLocked(const EmbeddingTable& table,
+                                            const RowSelector& select,
+                                            FeatureId start, size_t max_keys,
+                                            size_t max_scanned, FeatureId* next,
+                                            bool* end)
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
+  // Which of `keys` have a row on disk.
+  absl::StatusOr<std::vector<bool>> StoredOnDiskLocked(
+      const EmbeddingTable& table, absl::Span<const FeatureId> keys)
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   // Eviction (rocksdb_embedding_store_eviction.cc).
   void EvictionLoop();
   // Deletes the candidates of one stripe that still qualify, from memory
