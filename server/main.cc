@@ -66,6 +66,10 @@ ABSL_FLAG(int, max_subscribers, 16,
           "Change streams (serving followers) served at once; more are "
           "refused with RESOURCE_EXHAUSTED. Each may hold a copy of the "
           "values it follows while its snapshot is sent.");
+ABSL_FLAG(double, max_move_pause_s, 10,
+          "A bucket move pauses pushes to its buckets for its last catch-up "
+          "and the shard map change; a pause longer than this ends by itself "
+          "(its driver died) and the move must begin again.");
 ABSL_FLAG(int64_t, subscriber_stall_timeout_s, 60,
           "A change stream whose follower takes nothing for this many seconds "
           "is cancelled and what it holds is released.");
@@ -381,6 +385,9 @@ int Run() {
   if (absl::GetFlag(FLAGS_max_subscribers) < 1) {
     return UsageError("--max_subscribers must be >= 1");
   }
+  if (!(absl::GetFlag(FLAGS_max_move_pause_s) > 0)) {
+    return UsageError("--max_move_pause_s must be > 0");
+  }
   if (absl::GetFlag(FLAGS_subscriber_stall_timeout_s) < 1) {
     return UsageError("--subscriber_stall_timeout_s must be >= 1");
   }
@@ -507,6 +514,8 @@ int Run() {
       static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_requests));
   service_options.max_queue_wait =
       absl::Milliseconds(absl::GetFlag(FLAGS_max_queue_wait_ms));
+  service_options.max_move_pause =
+      absl::Seconds(absl::GetFlag(FLAGS_max_move_pause_s));
   service_options.subscriber_stall_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_subscriber_stall_timeout_s));
   ShardService service(service_options);

@@ -25,6 +25,8 @@ const char* RequestMetrics::MethodName(ShardMethod method) {
       return "GetShardMap";
     case ShardMethod::kSetShardMap:
       return "SetShardMap";
+    case ShardMethod::kMoveBuckets:
+      return "MoveBuckets";
     case ShardMethod::kCount:
       break;
   }

@@ -24,6 +24,7 @@ enum class ShardMethod {
   kSubscribe,
   kGetShardMap,
   kSetShardMap,
+  kMoveBuckets,
   kCount,  // Not a method: the number of them.
 };
 

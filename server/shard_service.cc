@@ -19,6 +19,7 @@
 #include "common/status_macros.h"
 #include "grpcpp/support/proto_buffer_reader.h"
 #include "proto/shard_map_proto.h"
+#include "server/internal/bucket_move_source.h"
 #include "server/internal/push_batches.h"
 #include "server/internal/subscription.h"
 #include "server/replication/replica_group.h"
@@ -100,6 +101,8 @@ ShardService::ShardService(const ShardServiceOptions& options)
                ? options.shard_map
                : std::make_shared<const ShardMap>(
                      ShardMap::Modulo(options.num_shards))),
+      moves_(std::make_unique<server_internal::BucketMoveSource>(
+          options.clock, options.max_move_pause)),
       queue_(std::make_unique<WorkQueue>(WorkQueue::Options{
           options.request_threads, options.max_queued_requests,
           absl::ToChronoNanoseconds(options.max_queue_wait)})) {}
@@ -120,6 +123,7 @@ absl::Status ShardService::Authorize(grpc::CallbackServerContext* context,
     case ShardMethod::kRestore:
     case ShardMethod::kSubscribe:
     case ShardMethod::kSetShardMap:
+    case ShardMethod::kMoveBuckets:
       return CheckBearerToken(context->client_metadata(), options_.auth_token,
                               RequestMetrics::MethodName(method));
     case ShardMethod::kPull:
@@ -378,6 +382,10 @@ absl::Status ShardService::DoSetShardMap(const v1::SetShardMapRequest& request,
     response.set_changed(false);
     return absl::OkStatus();
   }
+  if (parsed->num_shards() == current->num_shards()) {
+    STRATA_RETURN_IF_ERROR(
+        moves_->CheckGiveAway(*current, *parsed, options_.shard_index));
+  }
   // In etcd, another shard (or replica) of the cluster may have stored this
   // very map already: it is taken from there, not written again.
   if (options_.shard_map_store != nullptr) {
@@ -510,13 +518,17 @@ absl::Status ShardService::DoPush(const v1::PushRequest& request,
       return routed;
     }
   }
+  // Buckets moving away: refused while their writes pause; otherwise their
+  // keys are read again before the move ends (whatever the outcome here).
+  STRATA_RETURN_IF_ERROR(moves_->CheckPush(request.batches()));
   auto apply = [&](const PushId& id) { return ApplyPush(request, id); };
-  STRATA_ASSIGN_OR_RETURN(
-      const bool duplicate,
+  absl::StatusOr<bool> duplicate =
       options_.replica_group != nullptr
           ? options_.replica_group->ReplicatePush(request, apply)
-          : apply(id));
-  response.set_duplicate(duplicate);
+          : apply(id);
+  moves_->RecordPush(request.batches());
+  STRATA_RETURN_IF_ERROR(duplicate.status());
+  response.set_duplicate(*duplicate);
   return absl::OkStatus();
 }
 
@@ -535,6 +547,17 @@ absl::StatusOr<bool> ShardService::ApplyPush(const v1::PushRequest& request,
     metrics_.AddKeysPushed(keys);
   }
   return duplicate;
+}
+
+grpc::ServerUnaryReactor* ShardService::MoveBuckets(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request_bytes,
+    grpc::ByteBuffer* response_bytes) {
+  return RunTyped<v1::MoveBucketsRequest, v1::MoveBucketsResponse>(
+      context, ShardMethod::kMoveBuckets, request_bytes, response_bytes,
+      [this](const v1::MoveBucketsRequest& request,
+             v1::MoveBucketsResponse& response) -> absl::Status {
+        return DoMoveBuckets(request, response);
+      });
 }
 
 grpc::ServerUnaryReactor* ShardService::CreateTable(

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -23,6 +24,9 @@ namespace strata {
 
 class ReplicaGroup;
 class ShardMapStore;
+namespace server_internal {
+class BucketMoveSource;
+}  // namespace server_internal
 
 struct ShardServiceOptions {
   // The store this shard serves; not owned, must outlive the service.
@@ -75,6 +79,10 @@ struct ShardServiceOptions {
   // cancelled (the follower sees CANCELLED; the shard logs why), releasing
   // what it holds. Default: 60 s.
   absl::Duration subscriber_stall_timeout = absl::Seconds(60);
+  // A bucket move pauses pushes to its buckets for its last catch-up and
+  // the map change; past this the pause ends by itself (its driver died)
+  // and the move must begin again. Default: 10 s.
+  absl::Duration max_move_pause = absl::Seconds(10);
   // Default: Clock::Real().
   Clock* clock = Clock::Real();
 };
@@ -92,12 +100,13 @@ class ShardService final
                       v1::ParameterServer::WithRawCallbackMethod_Checkpoint<
                           v1::ParameterServer::WithRawCallbackMethod_Restore<
                               v1::ParameterServer::WithRawCallbackMethod_Stats<
-                                  v1::ParameterServer::
-                                      WithRawCallbackMethod_GetShardMap<
-                                          v1::ParameterServer::
-                                              WithRawCallbackMethod_SetShardMap<
-                                                  v1::ParameterServer::
-                                                      CallbackService>>>>>>>>> {
+                                  v1::ParameterServer::WithRawCallbackMethod_GetShardMap<
+                                      v1::ParameterServer::
+                                          WithRawCallbackMethod_SetShardMap<
+                                              v1::ParameterServer::
+                                                  WithRawCallbackMethod_MoveBuckets<
+                                                      v1::ParameterServer::
+                                                          CallbackService>>>>>>>>>> {
  public:
   explicit ShardService(const ShardServiceOptions& options);
   // Finishes the data path calls still queued (as expired or served).
@@ -132,6 +141,9 @@ class ShardService final
   grpc::ServerUnaryReactor* SetShardMap(grpc::CallbackServerContext* context,
                                         const grpc::ByteBuffer* request,
                                         grpc::ByteBuffer* response) override;
+  grpc::ServerUnaryReactor* MoveBuckets(grpc::CallbackServerContext* context,
+                                        const grpc::ByteBuffer* request,
+                                        grpc::ByteBuffer* response) override;
   grpc::ServerWriteReactor<v1::ChangeBatch>* Subscribe(
       grpc::CallbackServerContext* context,
       const v1::SubscribeRequest* request) override;
@@ -149,6 +161,9 @@ class ShardService final
                       v1::PushResponse& response);
   absl::Status DoSetShardMap(const v1::SetShardMapRequest& request,
                              v1::SetShardMapResponse& response);
+  // One step of a bucket move (shard_service_moves.cc).
+  absl::Status DoMoveBuckets(const v1::MoveBucketsRequest& request,
+                             v1::MoveBucketsResponse& response);
   // Decodes and applies a checked push under `id`; returns whether it was a
   // duplicate.
   absl::StatusOr<bool> ApplyPush(const v1::PushRequest& request,
@@ -207,6 +222,19 @@ class ShardService final
   // it followed (SetShardMap reaches the primary): it reads the stored map
   // (etcd) once per term. UNAVAILABLE while it cannot.
   absl::Status CatchUpMapAfterPromotion();
+  // The steps of a bucket move (shard_service_moves.cc).
+  absl::Status BeginMove(const v1::MoveBucketsRequest& request,
+                         v1::MoveBucketsResponse& response);
+  absl::Status CopyMovingRows(const v1::MoveBucketsRequest& request,
+                              v1::MoveBucketsResponse& response);
+  absl::Status CatchUpMovingRows(const v1::MoveBucketsRequest& request,
+                                 v1::MoveBucketsResponse& response);
+  absl::Status ImportMovedRows(const v1::MoveBucketsRequest& request);
+  absl::Status DropMovedRows(const v1::MoveBucketsRequest& request,
+                             v1::MoveBucketsResponse& response);
+  // FAILED_PRECONDITION naming the first bucket of `buckets` this shard
+  // owns under its map.
+  absl::Status CheckNotOwned(const std::vector<uint32_t>& buckets) const;
   // FAILED_PRECONDITION carrying the map's version, naming the first key
   // this shard does not own under `map`.
   absl::Status CheckOwnership(const v1::TableBatch& batch,
@@ -227,6 +255,8 @@ class ShardService final
   std::atomic<uint64_t> map_read_in_term_{0};
   // When LookForNewerMap last read the store (Unix ns).
   std::atomic<int64_t> last_map_lookup_ns_{0};
+  // What this shard knows of a move of its buckets to another shard.
+  std::unique_ptr<server_internal::BucketMoveSource> moves_;
   RequestMetrics metrics_;
   // Last member: destroyed first, finishing the calls it still holds.
   std::unique_ptr<WorkQueue> queue_;

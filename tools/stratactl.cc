@@ -64,6 +64,11 @@ constexpr char kUsage[] =
     "                             \"step-<N>\"); --incremental: only rows\n"
     "                             changed since each shard's last one\n"
     "  restore ID                 (of an incremental one: its whole chain)\n"
+    "  move-buckets [B|B1-B2 ..] --to_shard=S [--from_shard=S --count=N]\n"
+    "                             online: moves buckets (rows, optimizer\n"
+    "                             state) to shard S while training runs,\n"
+    "                             --buckets_per_step at a time (one short\n"
+    "                             write pause each), --max_rows_per_second\n"
     "  reshard-checkpoint ID --from=DIR,.. --to=DIR,.. [--new_id=ID]\n"
     "                             offline, no --shards: the checkpoint of\n"
     "                             the shards whose data directories are\n"
@@ -103,6 +108,8 @@ constexpr Command kCommands[] = {
     {"restore", RestoreCommand, 1, 1, "restore ID"},
     {"health", HealthCommand, 0, 0, "health"},
     {"status", StatusCommand, 0, 0, "status [--serving=H:P]"},
+    {"move-buckets", MoveBucketsCommand, 0, kAny,
+     "move-buckets [B|B1-B2 ...] --to_shard=S [--from_shard=S --count=N]"},
     {"reshard-checkpoint", ReshardCheckpointCommand, 1, 1,
      "reshard-checkpoint ID --from=DIR,DIR.. --to=DIR,DIR.. [--new_id=ID]",
      false},

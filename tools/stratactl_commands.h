@@ -44,6 +44,8 @@ int StatsCommand(const CommandContext& context);
 // The newest shard map the shards serve: its version, each shard's buckets
 // and the version each shard serves.
 int ShardMapCommand(const CommandContext& context);
+// Moves buckets to another shard while the cluster runs (online).
+int MoveBucketsCommand(const CommandContext& context);
 int CheckpointCommand(const CommandContext& context);
 int RestoreCommand(const CommandContext& context);
 int HealthCommand(const CommandContext& context);

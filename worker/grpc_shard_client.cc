@@ -163,6 +163,14 @@ class GrpcShardClient final : public ShardClient {
     return Finish(context, stub_->SetShardMap(&context, request, response));
   }
 
+  absl::Status MoveBuckets(const v1::MoveBucketsRequest& request,
+                           v1::MoveBucketsResponse* response,
+                           absl::Duration deadline) override {
+    grpc::ClientContext context;
+    Prepare(context, deadline);
+    return Finish(context, stub_->MoveBuckets(&context, request, response));
+  }
+
   absl::Status CheckHealth(absl::Duration deadline) override {
     grpc::ClientContext context;
     Prepare(context, deadline);
@@ -199,6 +207,13 @@ class GrpcShardClient final : public ShardClient {
 };
 
 }  // namespace
+
+absl::Status ShardClient::MoveBuckets(const v1::MoveBucketsRequest&,
+                                      v1::MoveBucketsResponse*,
+                                      absl::Duration) {
+  return absl::UnimplementedError(absl::StrCat(
+      "shard ", address(), " cannot move buckets through this client"));
+}
 
 std::unique_ptr<ShardClient> CreateGrpcShardClient(
     const std::string& address,

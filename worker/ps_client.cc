@@ -178,6 +178,16 @@ absl::Status PsClient::RefreshShardMapFrom(std::vector<size_t> shards,
   return absl::OkStatus();
 }
 
+absl::Status PsClient::MoveBuckets(uint32_t shard,
+                                   const v1::MoveBucketsRequest& request,
+                                   v1::MoveBucketsResponse* response) {
+  if (shard >= shards_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard ", shard, " is not one of the ", shards_.size(), " shards"));
+  }
+  return shards_[shard]->MoveBuckets(request, response, options_.rpc_timeout);
+}
+
 absl::Status PsClient::SetShardMap(const ShardMap& map) {
   STRATA_RETURN_IF_ERROR(CheckRoutable(map));
   // The map the shards serve now, to see which give buckets away.

@@ -94,6 +94,10 @@ class PsClient {
   // give buckets away, then on those that gain some, then on the rest; then
   // routes by it.
   absl::Status SetShardMap(const ShardMap& map);
+  // One step of a bucket move on shard `shard` (< num_shards()).
+  absl::Status MoveBuckets(uint32_t shard,
+                           const v1::MoveBucketsRequest& request,
+                           v1::MoveBucketsResponse* response);
 
   // Creates the table on every shard (idempotent for an identical config).
   absl::Status CreateTable(const v1::TableConfig& config);

@@ -59,6 +59,11 @@ class ShardClient {
   virtual absl::Status SetShardMap(const v1::SetShardMapRequest& request,
                                    v1::SetShardMapResponse* response,
                                    absl::Duration deadline) = 0;
+  // One step of a bucket move. Default: UNIMPLEMENTED (a replica group's
+  // shards cannot move buckets yet).
+  virtual absl::Status MoveBuckets(const v1::MoveBucketsRequest& request,
+                                   v1::MoveBucketsResponse* response,
+                                   absl::Duration deadline);
   // OK when the shard's health service answers SERVING.
   virtual absl::Status CheckHealth(absl::Duration deadline) = 0;
 };

@@ -61,6 +61,11 @@ class ForwardingShardClient : public ShardClient {
                            absl::Duration deadline) override {
     return target_->SetShardMap(request, response, deadline);
   }
+  absl::Status MoveBuckets(const v1::MoveBucketsRequest& request,
+                           v1::MoveBucketsResponse* response,
+                           absl::Duration deadline) override {
+    return target_->MoveBuckets(request, response, deadline);
+  }
   absl::Status CheckHealth(absl::Duration deadline) override {
     return target_->CheckHealth(deadline);
   }
