@@ -1,0 +1,258 @@
+// Online bucket moves end to end: real strata-server processes, stratactl
+// move-buckets as users run it, a trainer pushing all along. Every push is
+// applied exactly once across the moves (rows equal, bit for bit, those of
+// a one-shard reference cluster given the same pushes in the same order),
+// and a kill -9 of the source or the target mid-copy leaves the source
+// serving, loses nothing, and the move finishes when run again.
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/testing/server_process.h"
+#include "tests/testing/status_matchers.h"
+#include "tests/testing/wait_until.h"
+#include "worker/ps_client.h"
+
+namespace strata {
+namespace {
+
+using ::strata::testing::IsOk;
+using ::strata::testing::ServerProcess;
+using ::strata::testing::ServerProcessOptions;
+using ::strata::testing::WaitUntil;
+using ::testing::HasSubstr;
+
+constexpr uint32_t kDim = 4;
+constexpr char kTable[] = "clicks";
+constexpr uint64_t kKeySpace = 6000;
+
+v1::TableConfig AdagradTable() {
+  v1::TableConfig config;
+  config.set_name(kTable);
+  config.set_dim(kDim);
+  config.set_seed(9);
+  config.mutable_initializer()->set_type(v1::UNIFORM);
+  config.mutable_initializer()->set_min(-0.1f);
+  config.mutable_initializer()->set_max(0.1f);
+  config.mutable_optimizer()->set_type(v1::ADAGRAD);
+  config.mutable_optimizer()->set_learning_rate(0.2f);
+  return config;
+}
+
+// Step `step`'s keys (distinct) and gradients: a pure function of the step.
+void StepBatch(uint64_t step, size_t n, std::vector<uint64_t>& keys,
+               std::vector<float>& gradients) {
+  keys.clear();
+  gradients.clear();
+  uint64_t state = step * 6364136223846793005ULL + 1442695040888963407ULL;
+  for (size_t i = 0; i < n; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    keys.push_back(1 + (state >> 33) % kKeySpace);
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  for (size_t i = 0; i < keys.size() * kDim; ++i) {
+    gradients.push_back(static_cast<float>((step + i) % 13) / 13.0f - 0.4f);
+  }
+}
+
+class BucketMoveTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (int s = 0; s < 2; ++s) {
+      ServerProcessOptions options;
+      options.flags = {"--num_shards=2", absl::StrCat("--shard_index=", s)};
+      shards_.push_back(std::make_unique<ServerProcess>(options));
+      ASSERT_THAT(shards_.back()->Start(), IsOk());
+    }
+    ServerProcessOptions one;
+    one.flags = {"--num_shards=1", "--shard_index=0"};
+    reference_ = std::make_unique<ServerProcess>(one);
+    ASSERT_THAT(reference_->Start(), IsOk());
+    cluster_ = MakeClient({shards_[0]->address(), shards_[1]->address()});
+    local_ = MakeClient({reference_->address()});
+    ASSERT_NE(cluster_, nullptr);
+    ASSERT_NE(local_, nullptr);
+    ASSERT_THAT(cluster_->CreateTable(AdagradTable()), IsOk());
+    ASSERT_THAT(local_->CreateTable(AdagradTable()), IsOk());
+  }
+
+  static std::unique_ptr<PsClient> MakeClient(
+      std::vector<std::string> addresses) {
+    PsClientOptions options;
+    options.shard_addresses = std::move(addresses);
+    options.retry_deadline = absl::Seconds(30);
+    absl::StatusOr<std::unique_ptr<PsClient>> client =
+        PsClient::Create(options);
+    EXPECT_THAT(client, IsOk());
+    return client.ok() ? std::move(*client) : nullptr;
+  }
+
+  // The same push on the cluster and on the reference.
+  absl::Status PushStep(uint64_t step, size_t n) {
+    std::vector<uint64_t> keys;
+    std::vector<float> gradients;
+    StepBatch(step, n, keys, gradients);
+    absl::Status pushed = cluster_->Push(kTable, keys, gradients);
+    if (!pushed.ok()) return pushed;
+    return local_->Push(kTable, keys, gradients);
+  }
+
+  std::vector<float> PullAll(PsClient& client) {
+    std::vector<uint64_t> keys;
+    for (uint64_t key = 1; key <= kKeySpace; ++key) keys.push_back(key);
+    std::vector<float> rows(keys.size() * kDim);
+    EXPECT_THAT(client.Pull(kTable, keys, absl::MakeSpan(rows)), IsOk());
+    return rows;
+  }
+
+  uint64_t Rows(PsClient& client) {
+    absl::StatusOr<std::vector<v1::TableInfo>> tables = client.ListTables();
+    EXPECT_THAT(tables, IsOk());
+    return tables.ok() && !tables->empty() ? (*tables)[0].num_rows() : 0;
+  }
+
+  uint64_t RowsOn(int shard) {
+    std::unique_ptr<PsClient> one = MakeClient({shards_[shard]->address()});
+    absl::StatusOr<std::vector<v1::StatsResponse>> stats = one->Stats();
+    if (!stats.ok() || (*stats)[0].tables().empty()) return 0;
+    return (*stats)[0].tables(0).num_rows();
+  }
+
+  // Rows, and the rows' count over the shards, equal the reference's.
+  void ExpectClusterEqualsReference() {
+    const std::vector<float> cluster = PullAll(*cluster_);
+    const std::vector<float> local = PullAll(*local_);
+    ASSERT_EQ(cluster.size(), local.size());
+    for (size_t i = 0; i < cluster.size(); ++i) {
+      ASSERT_EQ(cluster[i], local[i]) << "key " << 1 + i / kDim;
+    }
+    EXPECT_EQ(Rows(*cluster_), Rows(*local_));
+  }
+
+  std::unique_ptr<ServerProcess> MoveBuckets(std::vector<std::string> flags) {
+    ServerProcessOptions tool;
+    tool.binary = "stratactl";
+    tool.daemon_flags = false;
+    tool.flags = {absl::StrCat("--shards=", shards_[0]->address(), ",",
+                               shards_[1]->address()),
+                  "move-buckets"};
+    tool.flags.insert(tool.flags.end(), flags.begin(), flags.end());
+    auto process = std::make_unique<ServerProcess>(tool);
+    EXPECT_THAT(process->Launch(), IsOk());
+    return process;
+  }
+
+  static int ExitCode(ServerProcess& process) {
+    absl::StatusOr<testing::ProcessExit> exit =
+        process.Wait(absl::Seconds(120));
+    EXPECT_THAT(exit, IsOk());
+    return exit.ok() ? exit->exit_code : -1;
+  }
+
+  std::vector<std::unique_ptr<ServerProcess>> shards_;
+  std::unique_ptr<ServerProcess> reference_;
+  std::unique_ptr<PsClient> cluster_;
+  std::unique_ptr<PsClient> local_;
+};
+
+TEST_F(BucketMoveTest, PushesDuringMovesBothWaysApplyExactlyOnce) {
+  std::atomic<uint64_t> steps{0};
+  std::atomic<bool> stop{false};
+  absl::Status failed;
+  std::thread trainer([&] {
+    while (!stop.load()) {
+      absl::Status pushed = PushStep(steps.load(), 300);
+      if (!pushed.ok()) {
+        failed = pushed;
+        return;
+      }
+      ++steps;
+    }
+  });
+  ASSERT_TRUE(WaitUntil([&] { return steps.load() >= 20; }, absl::Seconds(60)));
+  std::unique_ptr<ServerProcess> there =
+      MoveBuckets({"--to_shard=1", "--from_shard=0", "--count=1500",
+                   "--buckets_per_step=256"});
+  EXPECT_EQ(ExitCode(*there), 0) << there->log();
+  EXPECT_THAT(there->log(), HasSubstr("moved 1500 buckets"));
+  const uint64_t after_first = steps.load();
+  std::unique_ptr<ServerProcess> back =
+      MoveBuckets({"--to_shard=0", "--from_shard=1", "--count=700",
+                   "--buckets_per_step=100"});
+  EXPECT_EQ(ExitCode(*back), 0) << back->log();
+  // Training goes on after the moves (the moved optimizer state in use).
+  const uint64_t after_moves = steps.load();
+  ASSERT_TRUE(WaitUntil([&] { return steps.load() >= after_moves + 20; },
+                        absl::Seconds(60)));
+  stop = true;
+  trainer.join();
+  ASSERT_THAT(failed, IsOk());
+  EXPECT_GT(after_moves, after_first) << "no push ran during the moves";
+
+  ASSERT_THAT(cluster_->RefreshShardMap(), IsOk());
+  EXPECT_EQ(cluster_->shard_map()->BucketsOf(0).size(), 2048u - 1500 + 700);
+  EXPECT_EQ(cluster_->shard_map()->version(), 1u + 6 + 7);
+  ExpectClusterEqualsReference();
+}
+
+class BucketMoveKillTest : public BucketMoveTest,
+                           public ::testing::WithParamInterface<int> {};
+
+TEST_P(BucketMoveKillTest,
+       AKillMidCopyLeavesTheSourceServingAndTheMoveResumes) {
+  for (uint64_t step = 0; step < 40; ++step) {
+    ASSERT_THAT(PushStep(step, 1000), IsOk());
+  }
+  const uint64_t target_rows = RowsOn(1);
+  // Throttled, so that the copy is still going when the victim dies.
+  std::unique_ptr<ServerProcess> move =
+      MoveBuckets({"--to_shard=1", "--from_shard=0", "--count=1024",
+                   "--buckets_per_step=1024", "--max_rows_per_second=800"});
+  ASSERT_TRUE(WaitUntil([&] { return RowsOn(1) > target_rows + 200; },
+                        absl::Seconds(60)));
+  ServerProcess& victim = *shards_[GetParam()];
+  ASSERT_THAT(victim.Kill9(), IsOk());
+  EXPECT_EQ(ExitCode(*move), 1) << move->log();
+  EXPECT_THAT(move->log(), HasSubstr("run the command again"));
+  ASSERT_THAT(victim.StartOnSamePort(), IsOk());
+
+  // The source still owns the buckets; nothing acknowledged was lost.
+  ASSERT_THAT(cluster_->RefreshShardMap(), IsOk());
+  EXPECT_EQ(cluster_->shard_map()->version(), 1u);
+  EXPECT_EQ(PullAll(*cluster_), PullAll(*local_));
+  for (uint64_t step = 40; step < 45; ++step) {
+    ASSERT_THAT(PushStep(step, 1000), IsOk());
+  }
+  EXPECT_EQ(PullAll(*cluster_), PullAll(*local_));
+
+  // Run again, it finishes; training after it matches too.
+  std::unique_ptr<ServerProcess> again =
+      MoveBuckets({"--to_shard=1", "--from_shard=0", "--count=1024",
+                   "--buckets_per_step=1024"});
+  EXPECT_EQ(ExitCode(*again), 0) << again->log();
+  for (uint64_t step = 45; step < 50; ++step) {
+    ASSERT_THAT(PushStep(step, 1000), IsOk());
+  }
+  ASSERT_THAT(cluster_->RefreshShardMap(), IsOk());
+  EXPECT_EQ(cluster_->shard_map()->BucketsOf(1).size(), 2048u + 1024);
+  ExpectClusterEqualsReference();
+}
+
+INSTANTIATE_TEST_SUITE_P(SourceOrTarget, BucketMoveKillTest,
+                         ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? "Source" : "Target";
+                         });
+
+}  // namespace
+}  // namespace strata
