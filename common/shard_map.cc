@@ -9,9 +9,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "common/crc32c.h"
+#include "common/status_macros.h"
 
 namespace strata {
 namespace {
+
+// Longer is no host:port anyone uses; the bound keeps maps small.
+constexpr size_t kMaxAddressBytes = 256;
 
 constexpr char kHeader[] = "# strata shard map: the owner of each bucket\n";
 
@@ -35,6 +39,26 @@ absl::Status ParseRuns(absl::string_view text, std::vector<uint32_t>* owners) {
   return absl::OkStatus();
 }
 
+absl::Status CheckAddresses(const std::vector<std::string>& addresses,
+                            uint32_t num_shards) {
+  if (addresses.empty()) return absl::OkStatus();
+  if (addresses.size() != num_shards) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard map has ", addresses.size(), " addresses for ",
+                     num_shards, " shards"));
+  }
+  for (const std::string& address : addresses) {
+    if (address.empty() || address.size() > kMaxAddressBytes ||
+        address.find_first_of(", \t\n") != std::string::npos ||
+        address.find(':') == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard map address '", address.substr(0, kMaxAddressBytes),
+          "' is not host:port"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 ShardMap ShardMap::Modulo(uint32_t num_shards) {
@@ -47,7 +71,8 @@ ShardMap ShardMap::Modulo(uint32_t num_shards) {
 }
 
 absl::StatusOr<ShardMap> ShardMap::Create(uint64_t version, uint32_t num_shards,
-                                          std::vector<uint32_t> owners) {
+                                          std::vector<uint32_t> owners,
+                                          std::vector<std::string> addresses) {
   if (version == 0) {
     return absl::InvalidArgumentError("shard map version must be >= 1");
   }
@@ -70,7 +95,8 @@ absl::StatusOr<ShardMap> ShardMap::Create(uint64_t version, uint32_t num_shards,
                        ", outside 0..", num_shards - 1));
     }
   }
-  return ShardMap(version, num_shards, std::move(owners));
+  STRATA_RETURN_IF_ERROR(CheckAddresses(addresses, num_shards));
+  return ShardMap(version, num_shards, std::move(owners), std::move(addresses));
 }
 
 std::vector<uint32_t> ShardMap::BucketsOf(uint32_t shard) const {
@@ -93,7 +119,7 @@ absl::StatusOr<ShardMap> ShardMap::WithOwner(uint32_t bucket,
   }
   std::vector<uint32_t> owners = owners_;
   owners[bucket] = shard;
-  return ShardMap(version_ + 1, num_shards_, std::move(owners));
+  return ShardMap(version_ + 1, num_shards_, std::move(owners), addresses_);
 }
 
 std::string ShardMap::Serialize() const {
@@ -107,6 +133,9 @@ std::string ShardMap::Serialize() const {
   std::string body =
       absl::StrCat(kHeader, "version=", version_, "\nnum_shards=", num_shards_,
                    "\nowners=", absl::StrJoin(runs, ","), "\n");
+  if (!addresses_.empty()) {
+    absl::StrAppend(&body, "addresses=", absl::StrJoin(addresses_, ","), "\n");
+  }
   absl::StrAppend(&body, "crc32c=", Crc32c(body), "\n");
   return body;
 }
@@ -122,6 +151,7 @@ absl::StatusOr<ShardMap> ShardMap::Parse(absl::string_view text) {
   }
   uint64_t version = 0, num_shards = 0;
   std::vector<uint32_t> owners;
+  std::vector<std::string> addresses;
   for (absl::string_view line : absl::StrSplit(text.substr(0, crc_at), '\n')) {
     line = absl::StripAsciiWhitespace(line);
     if (line.empty() || line[0] == '#') continue;
@@ -133,12 +163,15 @@ absl::StatusOr<ShardMap> ShardMap::Parse(absl::string_view text) {
       }
     } else if (absl::ConsumePrefix(&line, "owners=")) {
       if (absl::Status s = ParseRuns(line, &owners); !s.ok()) return s;
+    } else if (absl::ConsumePrefix(&line, "addresses=")) {
+      addresses = absl::StrSplit(line, ',');
     } else {
       return Damaged(absl::StrCat("unknown line '", line, "'"));
     }
   }
   absl::StatusOr<ShardMap> map =
-      Create(version, static_cast<uint32_t>(num_shards), std::move(owners));
+      Create(version, static_cast<uint32_t>(num_shards), std::move(owners),
+             std::move(addresses));
   if (!map.ok()) return Damaged(map.status().message());
   return map;
 }

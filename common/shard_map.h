@@ -31,8 +31,11 @@ class ShardMap {
   // INVALID_ARGUMENT naming what is wrong unless version >= 1,
   // 1 <= num_shards <= kNumBuckets, `owners` has kNumBuckets entries, each
   // below num_shards.
-  static absl::StatusOr<ShardMap> Create(uint64_t version, uint32_t num_shards,
-                                         std::vector<uint32_t> owners);
+  // `addresses`: empty, or each shard's host:port (num_shards entries), for
+  // clients to reach shards added after they started.
+  static absl::StatusOr<ShardMap> Create(
+      uint64_t version, uint32_t num_shards, std::vector<uint32_t> owners,
+      std::vector<std::string> addresses = {});
 
   uint64_t version() const { return version_; }
   uint32_t num_shards() const { return num_shards_; }
@@ -42,6 +45,8 @@ class ShardMap {
   }
   // kNumBuckets entries: the owner of each bucket.
   const std::vector<uint32_t>& owners() const { return owners_; }
+  // Empty, or the host:port of each shard.
+  const std::vector<std::string>& addresses() const { return addresses_; }
   // The buckets `shard` owns, in increasing order.
   std::vector<uint32_t> BucketsOf(uint32_t shard) const;
 
@@ -50,9 +55,9 @@ class ShardMap {
   absl::StatusOr<ShardMap> WithOwner(uint32_t bucket, uint32_t shard) const;
 
   // Text form kept in a shard's data directory and in etcd: "name=value"
-  // lines (version, num_shards, owners as runs "shard*count,..." and a
-  // crc32c of the lines before it). Parse gives DATA_LOSS naming what is
-  // wrong for a damaged or truncated text.
+  // lines (version, num_shards, owners as runs "shard*count,...", the
+  // addresses when known, and a crc32c of the lines before it). Parse gives
+  // DATA_LOSS naming what is wrong for a damaged or truncated text.
   std::string Serialize() const;
   static absl::StatusOr<ShardMap> Parse(absl::string_view text);
 
@@ -61,19 +66,22 @@ class ShardMap {
 
   bool operator==(const ShardMap& other) const {
     return version_ == other.version_ && num_shards_ == other.num_shards_ &&
-           owners_ == other.owners_;
+           owners_ == other.owners_ && addresses_ == other.addresses_;
   }
   bool operator!=(const ShardMap& other) const { return !(*this == other); }
 
  private:
-  ShardMap(uint64_t version, uint32_t num_shards, std::vector<uint32_t> owners)
+  ShardMap(uint64_t version, uint32_t num_shards, std::vector<uint32_t> owners,
+           std::vector<std::string> addresses = {})
       : version_(version),
         num_shards_(num_shards),
-        owners_(std::move(owners)) {}
+        owners_(std::move(owners)),
+        addresses_(std::move(addresses)) {}
 
   uint64_t version_;
   uint32_t num_shards_;
   std::vector<uint32_t> owners_;
+  std::vector<std::string> addresses_;
 };
 
 // A shard's refusal of a request routed by another shard map carries the

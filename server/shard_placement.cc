@@ -95,7 +95,8 @@ absl::Status CheckShardPlacement(FileSystem& files, const std::string& data_dir,
       ": its rows would route to other shards and be unreachable. Start it "
       "with --shard_index=",
       recorded->shard_index, " --num_shards=", recorded->num_shards,
-      "; changing the shard count of existing rows is not supported yet (",
+      "; the shard count changes through stratactl reshard (online) or "
+      "reshard-checkpoint (offline) (",
       PlacementPath(data_dir), " records the placement)"));
 }
 

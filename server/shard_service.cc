@@ -24,6 +24,7 @@
 #include "server/internal/subscription.h"
 #include "server/replication/replica_group.h"
 #include "server/shard_map_store.h"
+#include "server/shard_placement.h"
 #include "server/table_config_proto.h"
 
 namespace strata {
@@ -268,7 +269,7 @@ void ShardService::LookForNewerMap(uint64_t request_version) {
   absl::MutexLock set_lock(&set_map_mu_);
   absl::StatusOr<ShardMap> stored = options_.shard_map_store->Read();
   if (!stored.ok() || stored->version() <= shard_map()->version() ||
-      stored->num_shards() != options_.num_shards) {
+      options_.shard_index >= stored->num_shards()) {
     return;
   }
   STRATA_LOG(INFO, "server")
@@ -382,10 +383,14 @@ absl::Status ShardService::DoSetShardMap(const v1::SetShardMapRequest& request,
     response.set_changed(false);
     return absl::OkStatus();
   }
-  if (parsed->num_shards() == current->num_shards()) {
-    STRATA_RETURN_IF_ERROR(
-        moves_->CheckGiveAway(*current, *parsed, options_.shard_index));
+  if (options_.shard_index >= parsed->num_shards()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "SetShardMap: the map given has ", parsed->num_shards(),
+        " shards, which leaves out this shard ", options_.shard_index,
+        " (a shard leaves the cluster once it owns no bucket; stop it)"));
   }
+  STRATA_RETURN_IF_ERROR(
+      moves_->CheckGiveAway(*current, *parsed, options_.shard_index));
   // In etcd, another shard (or replica) of the cluster may have stored this
   // very map already: it is taken from there, not written again.
   if (options_.shard_map_store != nullptr) {
@@ -395,8 +400,8 @@ absl::Status ShardService::DoSetShardMap(const v1::SetShardMapRequest& request,
           << "shard map " << current->Summary() << " replaced by "
           << parsed->Summary() << ", as stored in "
           << options_.shard_map_store->Where();
-      absl::MutexLock lock(&map_mu_);
-      map_ = std::make_shared<const ShardMap>(*std::move(parsed));
+      STRATA_RETURN_IF_ERROR(RecordShardCount(*current, *parsed));
+      InstallMapLocked(std::make_shared<const ShardMap>(*std::move(parsed)));
       response.set_changed(true);
       return absl::OkStatus();
     }
@@ -406,21 +411,36 @@ absl::Status ShardService::DoSetShardMap(const v1::SetShardMapRequest& request,
         "SetShardMap: the map given has version ", parsed->version(),
         ", not above this shard's ", current->Summary()));
   }
-  if (parsed->num_shards() != options_.num_shards) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("SetShardMap: the map given has ", parsed->num_shards(),
-                     " shards, but this shard was started with --num_shards=",
-                     options_.num_shards));
-  }
   if (options_.shard_map_store != nullptr) {
     // Kept before it is used: a restart serves the same map.
     STRATA_RETURN_IF_ERROR(
         options_.shard_map_store->Replace(*current, *parsed));
   }
+  STRATA_RETURN_IF_ERROR(RecordShardCount(*current, *parsed));
   STRATA_LOG(INFO, "server") << "shard map " << current->Summary()
                              << " replaced by " << parsed->Summary();
   InstallMapLocked(std::make_shared<const ShardMap>(*std::move(parsed)));
   response.set_changed(true);
+  return absl::OkStatus();
+}
+
+absl::Status ShardService::RecordShardCount(const ShardMap& current,
+                                            const ShardMap& next) {
+  if (next.num_shards() == current.num_shards() || options_.data_dir.empty()) {
+    return absl::OkStatus();
+  }
+  FileSystem& files = *FileSystem::Default();
+  absl::StatusOr<ShardPlacement> placement =
+      ReadShardPlacement(files, options_.data_dir);
+  if (absl::IsNotFound(placement.status())) return absl::OkStatus();
+  STRATA_RETURN_IF_ERROR(placement.status());
+  placement->num_shards = next.num_shards();
+  STRATA_RETURN_IF_ERROR(
+      WriteShardPlacement(files, options_.data_dir, *placement));
+  STRATA_LOG(INFO, "server")
+      << "the cluster has " << next.num_shards() << " shards now (was "
+      << current.num_shards()
+      << "): restart this shard with --num_shards=" << next.num_shards();
   return absl::OkStatus();
 }
 
@@ -685,7 +705,7 @@ grpc::ServerUnaryReactor* ShardService::Stats(
                                response.mutable_replication());
         }
         response.set_shard_index(options_.shard_index);
-        response.set_num_shards(options_.num_shards);
+        response.set_num_shards(shard_map()->num_shards());
         response.set_shard_map_version(shard_map()->version());
         response.set_durability(
             std::string(DurabilityName(options_.store->durability())));

@@ -215,6 +215,9 @@ class ShardService final
   // beside the checkpoint.
   absl::StatusOr<CheckpointInfo> CheckpointUnderMap(
       const v1::CheckpointRequest& request);
+  // A map of another shard count: the data directory's SHARD_PLACEMENT
+  // records the new count (a restart must give it as --num_shards).
+  absl::Status RecordShardCount(const ShardMap& current, const ShardMap& next);
   // FAILED_PRECONDITION when checkpoint `id` was taken under a map that
   // places buckets otherwise than the current one.
   absl::Status CheckRestorableMap(const std::string& id);

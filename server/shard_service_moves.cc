@@ -132,15 +132,15 @@ absl::Status ShardService::BeginMove(const v1::MoveBucketsRequest& request,
                                      v1::MoveBucketsResponse& response) {
   STRATA_RETURN_IF_ERROR(CheckMoveId(request.move_id()));
   STRATA_ASSIGN_OR_RETURN(BucketSet buckets, ParseBuckets(request.buckets()));
-  if (request.target_shard() >= options_.num_shards ||
-      request.target_shard() == options_.shard_index) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "MoveBuckets: target shard ", request.target_shard(),
-        " is not another shard of this cluster of ", options_.num_shards));
-  }
   {
     absl::MutexLock set_lock(&set_map_mu_);
     const std::shared_ptr<const ShardMap> map = shard_map();
+    if (request.target_shard() >= map->num_shards() ||
+        request.target_shard() == options_.shard_index) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "MoveBuckets: target shard ", request.target_shard(),
+          " is not another shard of this cluster of ", map->num_shards()));
+    }
     for (uint32_t bucket : request.buckets()) {
       if (map->OwnerOf(bucket) != options_.shard_index) {
         return absl::FailedPreconditionError(absl::StrCat(

@@ -69,6 +69,9 @@ constexpr char kUsage[] =
     "                             state) to shard S while training runs,\n"
     "                             --buckets_per_step at a time (one short\n"
     "                             write pause each), --max_rows_per_second\n"
+    "  reshard --to_shards=H:P,..  online: grows (new shards started with\n"
+    "                             the new --num_shards) or shrinks (from\n"
+    "                             the end) the cluster, buckets spread evenly\n"
     "  reshard-checkpoint ID --from=DIR,.. --to=DIR,.. [--new_id=ID]\n"
     "                             offline, no --shards: the checkpoint of\n"
     "                             the shards whose data directories are\n"
@@ -110,6 +113,7 @@ constexpr Command kCommands[] = {
     {"status", StatusCommand, 0, 0, "status [--serving=H:P]"},
     {"move-buckets", MoveBucketsCommand, 0, kAny,
      "move-buckets [B|B1-B2 ...] --to_shard=S [--from_shard=S --count=N]"},
+    {"reshard", ReshardCommand, 0, 0, "reshard --to_shards=H:P,H:P,..."},
     {"reshard-checkpoint", ReshardCheckpointCommand, 1, 1,
      "reshard-checkpoint ID --from=DIR,DIR.. --to=DIR,DIR.. [--new_id=ID]",
      false},
@@ -289,6 +293,18 @@ int Run(int argc, char** argv) {
 }
 
 }  // namespace
+
+std::string ShardAddress(const CommandContext& context, size_t shard) {
+  const std::vector<std::string>& given =
+      context.client_options.shard_addresses;
+  if (shard < given.size()) return given[shard];
+  if (context.client != nullptr) {
+    const std::vector<std::string>& known =
+        context.client->shard_map()->addresses();
+    if (shard < known.size()) return known[shard];
+  }
+  return absl::StrCat("shard ", shard);
+}
 
 int UsageError(absl::string_view message) {
   std::fprintf(stderr, "stratactl: %.*s\n", static_cast<int>(message.size()),

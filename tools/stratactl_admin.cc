@@ -245,8 +245,6 @@ int ShardMapCommand(const CommandContext& context) {
       context.client->Stats();
   if (!stats.ok()) return ClusterError(stats.status());
   const std::shared_ptr<const ShardMap> map = context.client->shard_map();
-  const std::vector<std::string>& addresses =
-      context.client_options.shard_addresses;
   JsonWriter json;
   json.BeginObject();
   json.Key("version").Uint(map->version());
@@ -263,13 +261,13 @@ int ShardMapCommand(const CommandContext& context) {
     const uint64_t served = (*stats)[s].shard_map_version();
     behind |= served != map->version();
     if (!context.json) {
-      PrintLine(absl::StrCat("  shard ", s, " ", addresses[s], ": ", buckets,
-                             " buckets, serves version ", served,
+      PrintLine(absl::StrCat("  shard ", s, " ", ShardAddress(context, s), ": ",
+                             buckets, " buckets, serves version ", served,
                              served == map->version() ? "" : " (behind)"));
       continue;
     }
     json.BeginObject();
-    json.Key("address").String(addresses[s]);
+    json.Key("address").String(ShardAddress(context, s));
     json.Key("buckets").Uint(buckets);
     json.Key("serves_version").Uint(served);
     json.EndObject();
@@ -291,23 +289,22 @@ int StatsCommand(const CommandContext& context) {
   absl::StatusOr<std::vector<v1::StatsResponse>> stats =
       context.client->Stats();
   if (!stats.ok()) return ClusterError(stats.status());
-  const std::vector<std::string>& addresses =
-      context.client_options.shard_addresses;
   JsonWriter json;
   json.BeginObject().Key("shards").BeginArray();
   for (size_t s = 0; s < stats->size(); ++s) {
     const v1::StatsResponse& shard = (*stats)[s];
-    if (shard.shard_index() != s || shard.num_shards() != addresses.size()) {
+    const std::string address = ShardAddress(context, s);
+    if (shard.shard_index() != s || shard.num_shards() != stats->size()) {
       std::fprintf(stderr,
                    "stratactl: warning: %s says it is shard %u of %u, but "
-                   "--shards lists it as shard %zu of %zu\n",
-                   addresses[s].c_str(), shard.shard_index(),
-                   shard.num_shards(), s, addresses.size());
+                   "the shard map has it as shard %zu of %zu\n",
+                   address.c_str(), shard.shard_index(), shard.num_shards(), s,
+                   stats->size());
     }
     if (!context.json) {
       PrintLine(absl::StrFormat("shard %u/%u %s durability=%s uptime=%.1fs",
                                 shard.shard_index(), shard.num_shards(),
-                                addresses[s], shard.durability(),
+                                address, shard.durability(),
                                 shard.uptime_seconds()));
       PrintLine(absl::StrCat("  requests: pull=", shard.pull_requests(),
                              " push=", shard.push_requests(),
@@ -327,7 +324,7 @@ int StatsCommand(const CommandContext& context) {
       continue;
     }
     json.BeginObject();
-    json.Key("address").String(addresses[s]);
+    json.Key("address").String(address);
     json.Key("shard_index").Uint(shard.shard_index());
     json.Key("num_shards").Uint(shard.num_shards());
     json.Key("durability").String(shard.durability());
@@ -395,7 +392,7 @@ int CheckpointCommand(const CommandContext& context) {
   json.Key("shards").BeginArray();
   for (size_t s = 0; s < shards->size(); ++s) {
     json.BeginObject();
-    json.Key("address").String(context.client_options.shard_addresses[s]);
+    json.Key("address").String(ShardAddress(context, s));
     json.Key("num_rows").Uint((*shards)[s].num_rows());
     json.Key("parent_id").String((*shards)[s].parent_id());
     json.Key("delta_rows").Uint((*shards)[s].delta_rows());
@@ -427,7 +424,7 @@ int RestoreCommand(const CommandContext& context) {
   json.Key("shards").BeginArray();
   for (size_t s = 0; s < shards->size(); ++s) {
     json.BeginObject();
-    json.Key("address").String(context.client_options.shard_addresses[s]);
+    json.Key("address").String(ShardAddress(context, s));
     json.Key("global_step").Uint((*shards)[s].global_step());
     json.Key("num_rows").Uint((*shards)[s].num_rows());
     json.EndObject();

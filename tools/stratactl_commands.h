@@ -28,6 +28,9 @@ struct CommandContext {
   bool json = false;
 };
 
+// The address of shard `shard`: from --shards, else from the shard map
+// (a shard added since).
+std::string ShardAddress(const CommandContext& context, size_t shard);
 // Print "stratactl: <message>" on stderr and return the exit code.
 int UsageError(absl::string_view message);
 // "stratactl: <CODE>: <message>", e.g. "stratactl: NOT_FOUND: ...".
@@ -46,6 +49,9 @@ int StatsCommand(const CommandContext& context);
 int ShardMapCommand(const CommandContext& context);
 // Moves buckets to another shard while the cluster runs (online).
 int MoveBucketsCommand(const CommandContext& context);
+// Grows or shrinks the cluster online to the shards of --to_shards, moving
+// buckets so that each shard owns an even share.
+int ReshardCommand(const CommandContext& context);
 int CheckpointCommand(const CommandContext& context);
 int RestoreCommand(const CommandContext& context);
 int HealthCommand(const CommandContext& context);

@@ -35,6 +35,9 @@ ABSL_FLAG(int64_t, count, 0,
 ABSL_FLAG(int64_t, buckets_per_step, 64,
           "move-buckets: buckets moved together (one copy, one write "
           "pause, one map version).");
+ABSL_FLAG(std::string, to_shards, "",
+          "reshard: host:port of every shard the cluster keeps or gains, in "
+          "shard order (the shards it keeps first, as in --shards).");
 ABSL_FLAG(double, max_rows_per_second, 0,
           "move-buckets: copy at most this many rows per second (0: no "
           "limit), so that training keeps its throughput.");
@@ -234,7 +237,8 @@ class BucketMover {
     for (uint32_t bucket : buckets_) owners[bucket] = target_;
     STRATA_ASSIGN_OR_RETURN(
         ShardMap next,
-        ShardMap::Create(current.version() + 1, current.num_shards(), owners));
+        ShardMap::Create(current.version() + 1, current.num_shards(), owners,
+                         current.addresses()));
     return client_.SetShardMap(next);
   }
 
@@ -256,6 +260,120 @@ std::string Millis(absl::Duration d) {
   return absl::StrFormat("%.1f ms", absl::ToDoubleMilliseconds(d));
 }
 
+struct MoveTotals {
+  size_t buckets = 0;
+  uint64_t rows = 0;
+  std::vector<absl::Duration> pauses;
+};
+
+// Moves `buckets` to `target`, step by step per source; buckets the newest
+// map gives the target already are finished (an earlier run stopped after
+// its map change).
+absl::Status MoveBucketsTo(PsClient& client,
+                           const std::vector<uint32_t>& buckets,
+                           uint32_t target, bool print, MoveTotals& totals) {
+  const size_t per_step =
+      static_cast<size_t>(absl::GetFlag(FLAGS_buckets_per_step));
+  STRATA_RETURN_IF_ERROR(client.RefreshShardMap());
+  // Every table on every shard (a shard added since a table was created
+  // has not got it).
+  STRATA_ASSIGN_OR_RETURN(std::vector<v1::TableInfo> tables,
+                          client.ListTables());
+  for (const v1::TableInfo& table : tables) {
+    STRATA_RETURN_IF_ERROR(client.CreateTable(table.config()));
+  }
+  const ShardMap map = *client.shard_map();
+  BucketMover mover(client, target);
+  std::vector<uint32_t> finished;
+  std::vector<std::vector<uint32_t>> by_source(map.num_shards());
+  for (uint32_t bucket : buckets) {
+    const uint32_t owner = map.OwnerOf(bucket);
+    (owner == target ? finished : by_source[owner]).push_back(bucket);
+  }
+  if (!finished.empty()) STRATA_RETURN_IF_ERROR(mover.Finish(finished, map));
+  for (uint32_t source = 0; source < by_source.size(); ++source) {
+    const std::vector<uint32_t>& mine = by_source[source];
+    for (size_t i = 0; i < mine.size(); i += per_step) {
+      const std::vector<uint32_t> step(
+          mine.begin() + i, mine.begin() + std::min(mine.size(), i + per_step));
+      absl::StatusOr<StepOutcome> moved = mover.MoveStep(step, source);
+      if (!moved.ok()) {
+        return absl::Status(
+            moved.status().code(),
+            absl::StrCat("moving buckets ", step.front(), "..", step.back(),
+                         " from shard ", source, " to shard ", target,
+                         " failed (run the command again to go on): ",
+                         moved.status().message()));
+      }
+      totals.buckets += step.size();
+      totals.rows += moved->rows;
+      totals.pauses.push_back(moved->pause);
+      if (print) {
+        PrintLine(absl::StrCat("moved ", step.size(), " buckets from shard ",
+                               source, " to shard ", target, ": ", moved->rows,
+                               " rows, writes paused ", Millis(moved->pause)));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+void PrintTotals(const CommandContext& context, MoveTotals& totals,
+                 absl::Duration took) {
+  std::vector<absl::Duration>& pauses = totals.pauses;
+  std::sort(pauses.begin(), pauses.end());
+  const absl::Duration p50 =
+      pauses.empty() ? absl::ZeroDuration() : pauses[pauses.size() / 2];
+  const absl::Duration max =
+      pauses.empty() ? absl::ZeroDuration() : pauses.back();
+  const ShardMap& map = *context.client->shard_map();
+  if (context.json) {
+    JsonWriter json;
+    json.BeginObject();
+    json.Key("buckets").Uint(totals.buckets);
+    json.Key("rows").Uint(totals.rows);
+    json.Key("seconds").Double(absl::ToDoubleSeconds(took));
+    json.Key("steps").Uint(pauses.size());
+    json.Key("pause_p50_ms").Double(absl::ToDoubleMilliseconds(p50));
+    json.Key("pause_max_ms").Double(absl::ToDoubleMilliseconds(max));
+    json.Key("num_shards").Uint(map.num_shards());
+    json.Key("shard_map_version").Uint(map.version());
+    json.EndObject();
+    PrintLine(json.text());
+    return;
+  }
+  PrintLine(absl::StrCat("moved ", totals.buckets, " buckets (", totals.rows,
+                         " rows) in ",
+                         absl::StrFormat("%.2f s", absl::ToDoubleSeconds(took)),
+                         "; write pause p50 ", Millis(p50), ", max ",
+                         Millis(max), "; ", map.Summary()));
+}
+
+// The owner of each bucket once `count` shards share them evenly, moving
+// as few as possible: a shard keeps its buckets up to its share.
+std::vector<uint32_t> BalancedOwners(const ShardMap& map, uint32_t count) {
+  std::vector<size_t> share(count, kNumBuckets / count);
+  for (uint32_t s = 0; s < kNumBuckets % count; ++s) ++share[s];
+  std::vector<size_t> kept(count, 0);
+  std::vector<uint32_t> owners = map.owners();
+  std::vector<uint32_t> homeless;
+  for (uint32_t b = 0; b < kNumBuckets; ++b) {
+    const uint32_t owner = owners[b];
+    if (owner < count && kept[owner] < share[owner]) {
+      ++kept[owner];
+    } else {
+      homeless.push_back(b);
+    }
+  }
+  uint32_t next = 0;
+  for (uint32_t bucket : homeless) {
+    while (kept[next] >= share[next]) ++next;
+    owners[bucket] = next;
+    ++kept[next];
+  }
+  return owners;
+}
+
 }  // namespace
 
 int MoveBucketsCommand(const CommandContext& context) {
@@ -275,74 +393,90 @@ int MoveBucketsCommand(const CommandContext& context) {
   }
   absl::StatusOr<std::vector<uint32_t>> buckets = ChosenBuckets(context, map);
   if (!buckets.ok()) return UsageError(buckets.status().message());
-  const uint32_t target = static_cast<uint32_t>(to);
-  BucketMover mover(client, target);
-  // Buckets the target owns already: finished (again), in case an earlier
-  // run stopped after the map change.
-  std::vector<uint32_t> finished;
-  std::vector<std::vector<uint32_t>> by_source(map.num_shards());
-  for (uint32_t bucket : *buckets) {
-    const uint32_t owner = map.OwnerOf(bucket);
-    (owner == target ? finished : by_source[owner]).push_back(bucket);
+  const absl::Time started = Clock::Real()->Now();
+  MoveTotals totals;
+  if (absl::Status moved = MoveBucketsTo(
+          client, *buckets, static_cast<uint32_t>(to), !context.json, totals);
+      !moved.ok()) {
+    return ClusterError(moved);
   }
-  if (!finished.empty()) {
-    if (absl::Status done = mover.Finish(finished, map); !done.ok()) {
-      return ClusterError(done);
+  PrintTotals(context, totals, Clock::Real()->Now() - started);
+  return kExitOk;
+}
+
+int ReshardCommand(const CommandContext& context) {
+  PsClient& client = *context.client;
+  const std::vector<std::string>& current =
+      context.client_options.shard_addresses;
+  const std::vector<std::string> wanted = absl::StrSplit(
+      absl::GetFlag(FLAGS_to_shards), ',', absl::SkipWhitespace());
+  if (wanted.empty()) {
+    return UsageError(
+        "--to_shards: host:port of every shard the cluster "
+        "keeps or gains, in shard order");
+  }
+  if (absl::GetFlag(FLAGS_buckets_per_step) < 1 ||
+      absl::GetFlag(FLAGS_buckets_per_step) > kNumBuckets) {
+    return UsageError("--buckets_per_step must be 1 to 4096");
+  }
+  for (size_t s = 0; s < std::min(current.size(), wanted.size()); ++s) {
+    if (current[s] != wanted[s]) {
+      return UsageError(absl::StrCat(
+          "--to_shards must keep the shards it keeps at their index: shard ", s,
+          " is ", current[s], " in --shards but ", wanted[s],
+          " in --to_shards (shards leave from the end)"));
     }
+  }
+  if (absl::Status refreshed = client.RefreshShardMap(); !refreshed.ok()) {
+    return ClusterError(refreshed);
   }
   const absl::Time started = Clock::Real()->Now();
-  uint64_t rows = 0;
-  std::vector<absl::Duration> pauses;
-  for (uint32_t source = 0; source < by_source.size(); ++source) {
-    const std::vector<uint32_t>& mine = by_source[source];
-    for (size_t i = 0; i < mine.size(); i += per_step) {
-      const std::vector<uint32_t> step(
-          mine.begin() + i,
-          mine.begin() + std::min<size_t>(mine.size(), i + per_step));
-      absl::StatusOr<StepOutcome> moved = mover.MoveStep(step, source);
-      if (!moved.ok()) {
-        return ClusterError(absl::Status(
-            moved.status().code(),
-            absl::StrCat("moving buckets ", step.front(), "..", step.back(),
-                         " from shard ", source, " to shard ", target,
-                         " failed (run the command again to go on): ",
-                         moved.status().message())));
-      }
-      rows += moved->rows;
-      pauses.push_back(moved->pause);
-      if (!context.json) {
-        PrintLine(absl::StrCat("moved ", step.size(), " buckets from shard ",
-                               source, " to shard ", target, ": ", moved->rows,
-                               " rows, writes paused ", Millis(moved->pause)));
-      }
+  const uint32_t count = static_cast<uint32_t>(wanted.size());
+  // Growing: a map with the new shards (owning nothing yet) and every
+  // shard's address, so that clients find them.
+  if (count > client.shard_map()->num_shards()) {
+    const ShardMap& map = *client.shard_map();
+    absl::StatusOr<ShardMap> grown =
+        ShardMap::Create(map.version() + 1, count, map.owners(), wanted);
+    if (!grown.ok()) return UsageError(grown.status().message());
+    if (absl::Status set = client.SetShardMap(*grown); !set.ok()) {
+      return ClusterError(absl::Status(
+          set.code(),
+          absl::StrCat("adding shards: ", set.message(),
+                       " (start every new shard with --num_shards=", count,
+                       " and its --shard_index, then run this again)")));
     }
   }
-  const absl::Duration took = Clock::Real()->Now() - started;
-  std::sort(pauses.begin(), pauses.end());
-  const absl::Duration p50 =
-      pauses.empty() ? absl::ZeroDuration() : pauses[pauses.size() / 2];
-  const absl::Duration max =
-      pauses.empty() ? absl::ZeroDuration() : pauses.back();
-  const uint64_t version = client.shard_map()->version();
-  if (context.json) {
-    JsonWriter json;
-    json.BeginObject();
-    json.Key("buckets").Uint(buckets->size());
-    json.Key("rows").Uint(rows);
-    json.Key("seconds").Double(absl::ToDoubleSeconds(took));
-    json.Key("steps").Uint(pauses.size());
-    json.Key("pause_p50_ms").Double(absl::ToDoubleMilliseconds(p50));
-    json.Key("pause_max_ms").Double(absl::ToDoubleMilliseconds(max));
-    json.Key("shard_map_version").Uint(version);
-    json.EndObject();
-    PrintLine(json.text());
-  } else {
-    PrintLine(absl::StrCat(
-        "moved ", buckets->size(), " buckets (", rows, " rows) to shard ",
-        target, " in ", absl::StrFormat("%.2f s", absl::ToDoubleSeconds(took)),
-        "; write pause p50 ", Millis(p50), ", max ", Millis(max),
-        "; shard map version ", version));
+  // Even shares over the shards kept.
+  const std::vector<uint32_t> owners =
+      BalancedOwners(*client.shard_map(), count);
+  MoveTotals totals;
+  for (uint32_t target = 0; target < count; ++target) {
+    std::vector<uint32_t> buckets;
+    for (uint32_t b = 0; b < kNumBuckets; ++b) {
+      if (owners[b] == target && client.shard_map()->OwnerOf(b) != target) {
+        buckets.push_back(b);
+      }
+    }
+    if (buckets.empty()) continue;
+    if (absl::Status moved =
+            MoveBucketsTo(client, buckets, target, !context.json, totals);
+        !moved.ok()) {
+      return ClusterError(moved);
+    }
   }
+  // Shrinking: the shards past the new count own nothing now; the map
+  // leaves them out (they can be stopped).
+  if (count < client.shard_map()->num_shards()) {
+    const ShardMap& map = *client.shard_map();
+    absl::StatusOr<ShardMap> shrunk =
+        ShardMap::Create(map.version() + 1, count, map.owners(), wanted);
+    if (!shrunk.ok()) return ClusterError(shrunk.status());
+    if (absl::Status set = client.SetShardMap(*shrunk); !set.ok()) {
+      return ClusterError(set);
+    }
+  }
+  PrintTotals(context, totals, Clock::Real()->Now() - started);
   return kExitOk;
 }
 

@@ -305,8 +305,7 @@ int StatusCommand(const CommandContext& context) {
   std::vector<ShardStatus> shards;
   bool healthy = true;
   for (size_t s = 0; s < first.size(); ++s) {
-    shards.push_back(Summarize(context.client_options.shard_addresses[s],
-                               first[s], second[s]));
+    shards.push_back(Summarize(ShardAddress(context, s), first[s], second[s]));
     healthy = healthy && shards.back().status.ok();
   }
   const std::string serving_address = absl::GetFlag(FLAGS_serving);

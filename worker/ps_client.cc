@@ -62,14 +62,44 @@ absl::Status TooManyReroutes(const char* what, const ShardMap& map) {
       " times while the call was routed (now ", map.Summary(), ")"));
 }
 
+// How often a pull that waits for an unreachable shard asks the others for
+// a newer map.
+constexpr absl::Duration kNewerMapCheckInterval = absl::Seconds(1);
+
 }  // namespace
 
-PsClient::PsClient(const PsClientOptions& options) : options_(options) {}
+PsClient::PsClient(const PsClientOptions& options)
+    : options_(options), shards_(kNumBuckets) {}
+
+size_t PsClient::num_shards() const { return shard_map()->num_shards(); }
+
+absl::StatusOr<std::unique_ptr<ShardClient>> PsClient::MakeShardClient(
+    const std::string& address) const {
+  if (address.empty()) {
+    return absl::InvalidArgumentError("empty shard address");
+  }
+  if (address.find('|') == std::string::npos) return factory_(address);
+  // A replicated shard index: its replicas' addresses joined by '|'.
+  std::vector<std::unique_ptr<ShardClient>> replicas;
+  for (absl::string_view replica : absl::StrSplit(address, '|')) {
+    if (replica.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard address '", address, "' has an empty replica"));
+    }
+    replicas.push_back(factory_(std::string(replica)));
+  }
+  return CreateReplicaGroupShardClient(std::move(replicas));
+}
 
 absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
     const PsClientOptions& options) {
   if (options.shard_addresses.empty()) {
     return absl::InvalidArgumentError("no shard addresses given");
+  }
+  if (options.shard_addresses.size() > kNumBuckets) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        options.shard_addresses.size(), " shard addresses given, over the ",
+        kNumBuckets, " buckets there are to own"));
   }
   std::unique_ptr<PsClient> client(new PsClient(options));
   {
@@ -98,25 +128,11 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
       return CreateGrpcShardClient(address, credentials, token);
     };
   }
-  for (const std::string& address : options.shard_addresses) {
-    if (address.empty()) {
-      return absl::InvalidArgumentError("empty shard address");
-    }
-    if (address.find('|') == std::string::npos) {
-      client->shards_.push_back(factory(address));
-      continue;
-    }
-    // A replicated shard index: its replicas' addresses joined by '|'.
-    std::vector<std::unique_ptr<ShardClient>> replicas;
-    for (absl::string_view replica : absl::StrSplit(address, '|')) {
-      if (replica.empty()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("shard address '", address, "' has an empty replica"));
-      }
-      replicas.push_back(factory(std::string(replica)));
-    }
-    client->shards_.push_back(
-        CreateReplicaGroupShardClient(std::move(replicas)));
+  client->factory_ = std::move(factory);
+  for (size_t s = 0; s < options.shard_addresses.size(); ++s) {
+    STRATA_ASSIGN_OR_RETURN(
+        client->shards_[s],
+        client->MakeShardClient(options.shard_addresses[s]));
   }
   return client;
 }
@@ -130,25 +146,35 @@ std::shared_ptr<const ShardMap> PsClient::shard_map() const {
   return map_;
 }
 
-absl::Status PsClient::CheckRoutable(const ShardMap& map) const {
-  if (map.num_shards() > shards_.size()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "the cluster's shard map (", map.Summary(), ") has ", map.num_shards(),
-        " shards, but this client was given ", shards_.size(),
-        " shard addresses: give it every shard's"));
+absl::Status PsClient::EnsureClientsFor(const ShardMap& map) {
+  absl::MutexLock lock(&clients_mu_);
+  for (uint32_t s = 0; s < map.num_shards(); ++s) {
+    if (shards_[s] != nullptr) continue;
+    if (map.addresses().empty()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the cluster's shard map (", map.Summary(), ") has ",
+          map.num_shards(), " shards, but this client was given ",
+          options_.shard_addresses.size(),
+          " shard addresses and the map names none: give it every shard's"));
+    }
+    STRATA_ASSIGN_OR_RETURN(shards_[s], MakeShardClient(map.addresses()[s]));
+    STRATA_LOG(INFO, "client")
+        << "shard " << s << " joined the cluster at " << map.addresses()[s];
   }
   return absl::OkStatus();
 }
 
 absl::Status PsClient::RefreshShardMap(uint64_t at_least_version) {
-  std::vector<size_t> all(shards_.size());
+  std::vector<size_t> all(num_shards());
   for (size_t s = 0; s < all.size(); ++s) all[s] = s;
   return RefreshShardMapFrom(std::move(all), at_least_version);
 }
 
 absl::Status PsClient::RefreshShardMapFrom(std::vector<size_t> shards,
                                            uint64_t at_least_version) {
-  std::vector<v1::ShardMap> answers(shards_.size());
+  size_t slots = 0;
+  for (size_t s : shards) slots = std::max(slots, s + 1);
+  std::vector<v1::ShardMap> answers(slots);
   STRATA_RETURN_IF_ERROR(FanOut(shards, [&](size_t s, ShardClient::Done done) {
     answers[s].Clear();
     done(shards_[s]->GetShardMap(&answers[s], options_.rpc_timeout));
@@ -168,7 +194,7 @@ absl::Status PsClient::RefreshShardMapFrom(std::vector<size_t> shards,
         "a shard refused a request for shard map version ", at_least_version,
         ", but the newest map the shards asked serve is ", newest->Summary()));
   }
-  STRATA_RETURN_IF_ERROR(CheckRoutable(*newest));
+  STRATA_RETURN_IF_ERROR(EnsureClientsFor(*newest));
   absl::MutexLock lock(&map_mu_);
   if (newest->version() > map_->version()) {
     STRATA_LOG(INFO, "client") << "routing by shard map " << newest->Summary()
@@ -181,15 +207,15 @@ absl::Status PsClient::RefreshShardMapFrom(std::vector<size_t> shards,
 absl::Status PsClient::MoveBuckets(uint32_t shard,
                                    const v1::MoveBucketsRequest& request,
                                    v1::MoveBucketsResponse* response) {
-  if (shard >= shards_.size()) {
+  if (shard >= num_shards()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "shard ", shard, " is not one of the ", shards_.size(), " shards"));
+        "shard ", shard, " is not one of the ", num_shards(), " shards"));
   }
   return shards_[shard]->MoveBuckets(request, response, options_.rpc_timeout);
 }
 
 absl::Status PsClient::SetShardMap(const ShardMap& map) {
-  STRATA_RETURN_IF_ERROR(CheckRoutable(map));
+  STRATA_RETURN_IF_ERROR(EnsureClientsFor(map));
   // The map the shards serve now, to see which give buckets away.
   STRATA_RETURN_IF_ERROR(RefreshShardMap());
   const std::shared_ptr<const ShardMap> current = shard_map();
@@ -197,8 +223,9 @@ absl::Status PsClient::SetShardMap(const ShardMap& map) {
   // they would take writes for those buckets from clients of the old map,
   // while clients that learned the new one write to the new owners. Then
   // the shards that gain buckets, then the rest.
+  // Shards past the map's count (removed: they own nothing) do not get it.
   std::vector<size_t> losers, gainers, others;
-  for (size_t s = 0; s < shards_.size(); ++s) {
+  for (size_t s = 0; s < map.num_shards(); ++s) {
     bool loses = false, gains = false;
     for (uint32_t b = 0; b < kNumBuckets; ++b) {
       const bool owned_now = current->OwnerOf(b) == s;
@@ -230,7 +257,7 @@ PsClient::Routing PsClient::Route(absl::string_view table,
                                   const ShardMap& map) const {
   const uint64_t table_hash = HashString(table);
   Routing routing;
-  routing.shard_keys.resize(shards_.size());
+  routing.shard_keys.resize(map.num_shards());
   routing.unique_of.resize(keys.size());
   absl::flat_hash_map<uint64_t, uint32_t> unique;
   unique.reserve(keys.size());
@@ -256,6 +283,9 @@ absl::Status PsClient::FanOut(
   const absl::Time give_up = clock->Now() + options_.retry_deadline;
   absl::Duration backoff = options_.initial_backoff;
   bool retried = false;
+  // Pulls: when to ask the other shards whether a newer map routes around a
+  // shard that does not answer (the first time after a second of it).
+  absl::Time look_for_newer_map_at = clock->Now() + kNewerMapCheckInterval;
   while (true) {
     std::vector<absl::Status> results(shards.size());
     absl::BlockingCounter pending(static_cast<int>(shards.size()));
@@ -307,6 +337,16 @@ absl::Status PsClient::FanOut(
           << "; retrying for up to "
           << absl::FormatDuration(options_.retry_deadline);
     }
+    if (refusals != nullptr && refusals->reroute_unreachable_below > 0 &&
+        clock->Now() >= look_for_newer_map_at) {
+      look_for_newer_map_at = clock->Now() + kNewerMapCheckInterval;
+      if (std::optional<std::pair<size_t, uint64_t>> newer =
+              FindNewerMap(retry, refusals->reroute_unreachable_below)) {
+        refusals->shards.push_back(newer->first);
+        refusals->version = std::max(refusals->version, newer->second);
+        return absl::OkStatus();
+      }
+    }
     retried = true;
     clock->SleepFor(std::min(backoff, left));
     backoff = std::min(backoff * 2, options_.max_backoff);
@@ -314,9 +354,26 @@ absl::Status PsClient::FanOut(
   }
 }
 
+std::optional<std::pair<size_t, uint64_t>> PsClient::FindNewerMap(
+    const std::vector<size_t>& unreachable, uint64_t version) {
+  const size_t count = num_shards();
+  for (size_t s = 0; s < count; ++s) {
+    if (std::find(unreachable.begin(), unreachable.end(), s) !=
+        unreachable.end()) {
+      continue;
+    }
+    v1::ShardMap map;
+    if (shards_[s]->GetShardMap(&map, options_.rpc_timeout).ok() &&
+        map.version() > version) {
+      return std::make_pair(s, map.version());
+    }
+  }
+  return std::nullopt;
+}
+
 absl::Status PsClient::ForEachShard(
-    const std::function<absl::Status(size_t)>& call) {
-  std::vector<size_t> all(shards_.size());
+    size_t count, const std::function<absl::Status(size_t)>& call) {
+  std::vector<size_t> all(count);
   for (size_t s = 0; s < all.size(); ++s) all[s] = s;
   return FanOut(all, [&call](size_t shard, ShardClient::Done done) {
     done(call(shard));
@@ -326,15 +383,15 @@ absl::Status PsClient::ForEachShard(
 absl::Status PsClient::CreateTable(const v1::TableConfig& config) {
   v1::CreateTableRequest request;
   *request.mutable_config() = config;
-  return ForEachShard([&](size_t s) {
+  return ForEachShard(num_shards(), [&](size_t s) {
     v1::CreateTableResponse response;
     return shards_[s]->CreateTable(request, &response, options_.rpc_timeout);
   });
 }
 
 absl::StatusOr<std::vector<v1::TableInfo>> PsClient::ListTables() {
-  std::vector<v1::ListTablesResponse> responses(shards_.size());
-  STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
+  std::vector<v1::ListTablesResponse> responses(num_shards());
+  STRATA_RETURN_IF_ERROR(ForEachShard(responses.size(), [&](size_t s) {
     responses[s].Clear();
     return shards_[s]->ListTables(&responses[s], options_.rpc_timeout);
   }));
@@ -370,6 +427,7 @@ absl::Status PsClient::Pull(absl::string_view table,
     const std::shared_ptr<const ShardMap> map = shard_map();
     if (reroutes == kMaxReroutes) return TooManyReroutes("pull", *map);
     MapRefusals refusals;
+    refusals.reroute_unreachable_below = map->version();
     STRATA_RETURN_IF_ERROR(PullRouted(table, keys, out, *map, &refusals));
     if (refusals.shards.empty()) return absl::OkStatus();
     // Pulls are idempotent: the whole pull goes again by the newer map.
@@ -384,10 +442,10 @@ absl::Status PsClient::PullRouted(absl::string_view table,
                                   MapRefusals* refusals) {
   const size_t dim = out.size() / keys.size();
   const Routing routing = Route(table, keys, map);
-  std::vector<v1::PullRequest> requests(shards_.size());
-  std::vector<grpc::ByteBuffer> responses(shards_.size());
+  std::vector<v1::PullRequest> requests(map.num_shards());
+  std::vector<grpc::ByteBuffer> responses(map.num_shards());
   std::vector<size_t> targets;
-  for (size_t s = 0; s < shards_.size(); ++s) {
+  for (size_t s = 0; s < map.num_shards(); ++s) {
     if (routing.shard_keys[s].empty()) continue;
     v1::TableBatch* batch = requests[s].add_batches();
     batch->set_table(std::string(table));
@@ -408,7 +466,7 @@ absl::Status PsClient::PullRouted(absl::string_view table,
   if (!refusals->shards.empty()) return absl::OkStatus();
   // The first caller position of each unique key receives its row straight
   // from gRPC's buffer; repeated keys are copied from there afterwards.
-  std::vector<std::vector<uint32_t>> first_position(shards_.size());
+  std::vector<std::vector<uint32_t>> first_position(map.num_shards());
   for (size_t s : targets)
     first_position[s].resize(routing.shard_keys[s].size());
   std::vector<bool> seen(routing.location.size(), false);
@@ -499,8 +557,8 @@ absl::Status PsClient::PushRouted(absl::string_view table,
   const size_t dim = gradients.size() / keys.size();
   const Routing routing = Route(table, keys, map);
   // Sum the gradients of each unique key into its shard's buffer.
-  std::vector<std::vector<float>> summed(shards_.size());
-  for (size_t s = 0; s < shards_.size(); ++s) {
+  std::vector<std::vector<float>> summed(map.num_shards());
+  for (size_t s = 0; s < map.num_shards(); ++s) {
     summed[s].assign(routing.shard_keys[s].size() * dim, 0.0f);
   }
   for (size_t i = 0; i < keys.size(); ++i) {
@@ -510,10 +568,10 @@ absl::Status PsClient::PushRouted(absl::string_view table,
     for (size_t d = 0; d < dim; ++d) target[d] += source[d];
   }
   const uint64_t sequence = next_sequence_.fetch_add(1);
-  std::vector<v1::PushRequest> requests(shards_.size());
-  std::vector<v1::PushResponse> responses(shards_.size());
+  std::vector<v1::PushRequest> requests(map.num_shards());
+  std::vector<v1::PushResponse> responses(map.num_shards());
   std::vector<size_t> targets;
-  for (size_t s = 0; s < shards_.size(); ++s) {
+  for (size_t s = 0; s < map.num_shards(); ++s) {
     if (routing.shard_keys[s].empty()) continue;
     v1::PushRequest& request = requests[s];
     request.set_client_id(options_.client_id);
@@ -554,8 +612,8 @@ absl::Status PsClient::PushRouted(absl::string_view table,
 }
 
 absl::StatusOr<std::vector<v1::StatsResponse>> PsClient::Stats() {
-  std::vector<v1::StatsResponse> responses(shards_.size());
-  STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
+  std::vector<v1::StatsResponse> responses(num_shards());
+  STRATA_RETURN_IF_ERROR(ForEachShard(responses.size(), [&](size_t s) {
     responses[s].Clear();
     return shards_[s]->Stats(&responses[s], options_.rpc_timeout);
   }));
@@ -568,8 +626,8 @@ absl::StatusOr<std::vector<v1::CheckpointResponse>> PsClient::Checkpoint(
   request.set_checkpoint_id(std::string(checkpoint_id));
   request.set_global_step(global_step);
   request.set_incremental(incremental);
-  std::vector<v1::CheckpointResponse> responses(shards_.size());
-  STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
+  std::vector<v1::CheckpointResponse> responses(num_shards());
+  STRATA_RETURN_IF_ERROR(ForEachShard(responses.size(), [&](size_t s) {
     responses[s].Clear();
     return shards_[s]->Checkpoint(request, &responses[s], options_.rpc_timeout);
   }));
@@ -580,8 +638,8 @@ absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(
     absl::string_view checkpoint_id) {
   v1::RestoreRequest request;
   request.set_checkpoint_id(std::string(checkpoint_id));
-  std::vector<v1::RestoreResponse> responses(shards_.size());
-  STRATA_RETURN_IF_ERROR(ForEachShard([&](size_t s) {
+  std::vector<v1::RestoreResponse> responses(num_shards());
+  STRATA_RETURN_IF_ERROR(ForEachShard(responses.size(), [&](size_t s) {
     responses[s].Clear();
     return shards_[s]->Restore(request, &responses[s], options_.rpc_timeout);
   }));
@@ -589,8 +647,9 @@ absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(
 }
 
 absl::Status PsClient::CheckHealth() {
-  return ForEachShard(
-      [&](size_t s) { return shards_[s]->CheckHealth(options_.rpc_timeout); });
+  return ForEachShard(num_shards(), [&](size_t s) {
+    return shards_[s]->CheckHealth(options_.rpc_timeout);
+  });
 }
 
 }  // namespace strata

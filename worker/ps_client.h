@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -80,7 +81,9 @@ class PsClient {
   PsClient(const PsClient&) = delete;
   PsClient& operator=(const PsClient&) = delete;
 
-  size_t num_shards() const { return shards_.size(); }
+  // The shards of the map the client routes by (a map may add shards, whose
+  // addresses it names, or remove the last ones once they own nothing).
+  size_t num_shards() const;
   const std::string& client_id() const { return options_.client_id; }
   // The shard that owns `key` of `table` under the client's shard map.
   uint32_t ShardOf(absl::string_view table, uint64_t key) const;
@@ -136,7 +139,18 @@ class PsClient {
   struct MapRefusals {
     std::vector<size_t> shards;
     uint64_t version = 0;
+    // Pulls (idempotent) set it to the version they were routed by: a shard
+    // that stays unreachable may be one a newer map no longer uses (it left
+    // the cluster), so after a while the other shards are asked for their
+    // map, and a newer one ends the call as a refusal by the shard that
+    // answered it.
+    uint64_t reroute_unreachable_below = 0;
   };
+  // Some shard outside `unreachable` (of the current map's) that serves a
+  // map newer than `version`, with that version; nullopt when none answers
+  // one.
+  std::optional<std::pair<size_t, uint64_t>> FindNewerMap(
+      const std::vector<size_t>& unreachable, uint64_t version);
 
   // Calls `issue(shard, done)` for each shard in `shards` concurrently, and
   // again for those that answered a retryable code, with backoff, until all
@@ -149,8 +163,9 @@ class PsClient {
       std::vector<size_t> shards,
       const std::function<void(size_t, ShardClient::Done)>& issue,
       MapRefusals* refusals = nullptr);
-  // FanOut for the blocking admin calls.
-  absl::Status ForEachShard(const std::function<absl::Status(size_t)>& call);
+  // FanOut for the blocking admin calls, on shards 0..count-1.
+  absl::Status ForEachShard(size_t count,
+                            const std::function<absl::Status(size_t)>& call);
 
   // Splits `keys` into unique keys per shard. unique_of[i] is the index of
   // keys[i] among the unique keys; location[u] its (shard, position).
@@ -182,11 +197,22 @@ class PsClient {
   // is down does not hold up the calls that do not need it.
   absl::Status RefreshShardMapFrom(std::vector<size_t> shards,
                                    uint64_t at_least_version);
-  // OK when `map` can be routed by: no more shards than addresses.
-  absl::Status CheckRoutable(const ShardMap& map) const;
+  // Makes the client of each shard of `map` this client has none for yet,
+  // from the map's addresses; FAILED_PRECONDITION when it names none.
+  absl::Status EnsureClientsFor(const ShardMap& map)
+      ABSL_LOCKS_EXCLUDED(clients_mu_);
+  // The client of one shard address (replicas joined by '|').
+  absl::StatusOr<std::unique_ptr<ShardClient>> MakeShardClient(
+      const std::string& address) const;
 
   PsClientOptions options_;
+  std::function<std::unique_ptr<ShardClient>(const std::string&)> factory_;
+  // One slot per shard a map can name (kNumBuckets): the first from
+  // options_.shard_addresses, others made when a map names them (never
+  // replaced or removed, so a slot below a routed map's count is set).
   std::vector<std::unique_ptr<ShardClient>> shards_;
+  // Held while slots are filled.
+  absl::Mutex clients_mu_;
   mutable absl::Mutex map_mu_;
   std::shared_ptr<const ShardMap> map_ ABSL_GUARDED_BY(map_mu_);
   std::atomic<uint64_t> next_sequence_{1};

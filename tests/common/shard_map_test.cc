@@ -58,6 +58,28 @@ TEST(ShardMapTest, SerializeAndParseRoundTrip) {
   EXPECT_LT(text.size(), 4096u * 5);
 }
 
+TEST(ShardMapTest, AddressesRoundTripAndAreChecked) {
+  std::vector<uint32_t> owners = ShardMap::Modulo(2).owners();
+  absl::StatusOr<ShardMap> grown = ShardMap::Create(
+      2, 3, owners, {"10.0.0.1:50051", "10.0.0.2:50051", "shard-2:50051"});
+  ASSERT_TRUE(grown.ok()) << grown.status();
+  absl::StatusOr<ShardMap> parsed = ShardMap::Parse(grown->Serialize());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(*parsed, *grown);
+  EXPECT_EQ(parsed->addresses()[2], "shard-2:50051");
+  EXPECT_TRUE(grown->BucketsOf(2).empty());
+  // Kept by WithOwner; a map without them differs.
+  EXPECT_EQ(grown->WithOwner(0, 2)->addresses(), grown->addresses());
+  EXPECT_NE(*grown, *ShardMap::Create(2, 3, owners));
+  EXPECT_THAT(ShardMap::Create(2, 3, owners, {"a:1", "b:2"}).status().message(),
+              HasSubstr("2 addresses for 3 shards"));
+  EXPECT_THAT(ShardMap::Create(2, 2, owners, {"a:1", "b 2"}).status().message(),
+              HasSubstr("'b 2' is not host:port"));
+  EXPECT_FALSE(
+      ShardMap::Create(2, 2, owners, {"a:1", std::string(300, 'x') + ":1"})
+          .ok());
+}
+
 TEST(ShardMapTest, ParseRefusesDamagedText) {
   const std::string text = ShardMap::Modulo(2).Serialize();
   // A flipped owner: the checksum no longer matches.

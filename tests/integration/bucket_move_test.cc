@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/server_process.h"
@@ -50,13 +51,13 @@ v1::TableConfig AdagradTable() {
 
 // Step `step`'s keys (distinct) and gradients: a pure function of the step.
 void StepBatch(uint64_t step, size_t n, std::vector<uint64_t>& keys,
-               std::vector<float>& gradients) {
+               std::vector<float>& gradients, uint64_t first_key = 1) {
   keys.clear();
   gradients.clear();
   uint64_t state = step * 6364136223846793005ULL + 1442695040888963407ULL;
   for (size_t i = 0; i < n; ++i) {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    keys.push_back(1 + (state >> 33) % kKeySpace);
+    keys.push_back(first_key + (state >> 33) % kKeySpace);
   }
   std::sort(keys.begin(), keys.end());
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
@@ -97,19 +98,22 @@ class BucketMoveTest : public ::testing::Test {
     return client.ok() ? std::move(*client) : nullptr;
   }
 
-  // The same push on the cluster and on the reference.
-  absl::Status PushStep(uint64_t step, size_t n) {
+  // The same push on the cluster and on the reference (`first_key`: where
+  // the pusher's keys start).
+  absl::Status PushStep(uint64_t step, size_t n, PsClient* cluster = nullptr,
+                        uint64_t first_key = 1) {
     std::vector<uint64_t> keys;
     std::vector<float> gradients;
-    StepBatch(step, n, keys, gradients);
-    absl::Status pushed = cluster_->Push(kTable, keys, gradients);
+    StepBatch(step, n, keys, gradients, first_key);
+    absl::Status pushed = (cluster != nullptr ? cluster : cluster_.get())
+                              ->Push(kTable, keys, gradients);
     if (!pushed.ok()) return pushed;
     return local_->Push(kTable, keys, gradients);
   }
 
-  std::vector<float> PullAll(PsClient& client) {
+  std::vector<float> PullAll(PsClient& client, uint64_t key_space = kKeySpace) {
     std::vector<uint64_t> keys;
-    for (uint64_t key = 1; key <= kKeySpace; ++key) keys.push_back(key);
+    for (uint64_t key = 1; key <= key_space; ++key) keys.push_back(key);
     std::vector<float> rows(keys.size() * kDim);
     EXPECT_THAT(client.Pull(kTable, keys, absl::MakeSpan(rows)), IsOk());
     return rows;
@@ -128,10 +132,17 @@ class BucketMoveTest : public ::testing::Test {
     return (*stats)[0].tables(0).num_rows();
   }
 
+  uint64_t KeysPushedOn(int shard) {
+    std::unique_ptr<PsClient> one = MakeClient({shards_[shard]->address()});
+    absl::StatusOr<std::vector<v1::StatsResponse>> stats = one->Stats();
+    EXPECT_THAT(stats, IsOk());
+    return stats.ok() ? (*stats)[0].keys_pushed() : 0;
+  }
+
   // Rows, and the rows' count over the shards, equal the reference's.
-  void ExpectClusterEqualsReference() {
-    const std::vector<float> cluster = PullAll(*cluster_);
-    const std::vector<float> local = PullAll(*local_);
+  void ExpectClusterEqualsReference(uint64_t key_space = kKeySpace) {
+    const std::vector<float> cluster = PullAll(*cluster_, key_space);
+    const std::vector<float> local = PullAll(*local_, key_space);
     ASSERT_EQ(cluster.size(), local.size());
     for (size_t i = 0; i < cluster.size(); ++i) {
       ASSERT_EQ(cluster[i], local[i]) << "key " << 1 + i / kDim;
@@ -139,13 +150,14 @@ class BucketMoveTest : public ::testing::Test {
     EXPECT_EQ(Rows(*cluster_), Rows(*local_));
   }
 
-  std::unique_ptr<ServerProcess> MoveBuckets(std::vector<std::string> flags) {
+  std::unique_ptr<ServerProcess> MoveBuckets(
+      std::vector<std::string> flags, const char* command = "move-buckets") {
     ServerProcessOptions tool;
     tool.binary = "stratactl";
     tool.daemon_flags = false;
     tool.flags = {absl::StrCat("--shards=", shards_[0]->address(), ",",
                                shards_[1]->address()),
-                  "move-buckets"};
+                  command};
     tool.flags.insert(tool.flags.end(), flags.begin(), flags.end());
     auto process = std::make_unique<ServerProcess>(tool);
     EXPECT_THAT(process->Launch(), IsOk());
@@ -203,6 +215,95 @@ TEST_F(BucketMoveTest, PushesDuringMovesBothWaysApplyExactlyOnce) {
   EXPECT_EQ(cluster_->shard_map()->BucketsOf(0).size(), 2048u - 1500 + 700);
   EXPECT_EQ(cluster_->shard_map()->version(), 1u + 6 + 7);
   ExpectClusterEqualsReference();
+}
+
+TEST_F(BucketMoveTest, GrowsToFourShardsAndShrinksToThreeWhileTwoTrainersPush) {
+  for (int s = 2; s < 4; ++s) {
+    ServerProcessOptions options;
+    options.flags = {"--num_shards=4", absl::StrCat("--shard_index=", s)};
+    shards_.push_back(std::make_unique<ServerProcess>(options));
+    ASSERT_THAT(shards_.back()->Start(), IsOk());
+  }
+  // Two trainers, each with its own keys (so each key's pushes keep their
+  // order on both clusters) and its own client of the two first shards.
+  std::atomic<uint64_t> steps[2] = {0, 0};
+  std::atomic<bool> stop{false};
+  absl::Status failed[2];
+  std::vector<std::thread> trainers;
+  for (int t = 0; t < 2; ++t) {
+    trainers.emplace_back([&, t] {
+      std::unique_ptr<PsClient> client =
+          MakeClient({shards_[0]->address(), shards_[1]->address()});
+      std::vector<uint64_t> keys;
+      std::vector<float> rows;
+      while (!stop.load() && client != nullptr) {
+        // A training step: pull its rows, then push its gradients.
+        StepBatch(steps[t].load(), 200, keys, rows, 1 + t * kKeySpace);
+        failed[t] = client->Pull(kTable, keys, absl::MakeSpan(rows));
+        if (!failed[t].ok()) return;
+        failed[t] =
+            PushStep(steps[t].load(), 200, client.get(), 1 + t * kKeySpace);
+        if (!failed[t].ok()) return;
+        ++steps[t];
+      }
+    });
+  }
+  auto trained_past = [&](uint64_t n) {
+    return WaitUntil(
+        [&] {
+          return (steps[0].load() >= n && steps[1].load() >= n) ||
+                 !failed[0].ok() || !failed[1].ok();
+        },
+        absl::Seconds(60));
+  };
+  ASSERT_TRUE(trained_past(10));
+  std::vector<std::string> all;
+  for (auto& shard : shards_) all.push_back(shard->address());
+  std::unique_ptr<ServerProcess> grow =
+      MoveBuckets({absl::StrCat("--to_shards=", absl::StrJoin(all, ",")),
+                   "--buckets_per_step=256"},
+                  "reshard");
+  EXPECT_EQ(ExitCode(*grow), 0) << grow->log();
+  EXPECT_THAT(grow->log(), HasSubstr("4 shards (1024, 1024, 1024, 1024"));
+  const uint64_t grown_at = steps[0].load();
+  ASSERT_TRUE(trained_past(grown_at + 10));
+  const std::vector<std::string> all_four = all;
+  all.pop_back();
+  std::unique_ptr<ServerProcess> shrink =
+      MoveBuckets({absl::StrCat("--to_shards=", absl::StrJoin(all, ",")),
+                   "--buckets_per_step=256"},
+                  "reshard");
+  EXPECT_EQ(ExitCode(*shrink), 0) << shrink->log();
+  EXPECT_THAT(shrink->log(), HasSubstr("3 shards (1366, 1365, 1365"));
+  // The removed shard applies nothing more; training goes on without it.
+  const uint64_t removed_keys = KeysPushedOn(3);
+  ASSERT_TRUE(trained_past(steps[0].load() + 10));
+  stop = true;
+  for (std::thread& trainer : trainers) trainer.join();
+  ASSERT_THAT(failed[0], IsOk());
+  ASSERT_THAT(failed[1], IsOk());
+  EXPECT_EQ(KeysPushedOn(3), removed_keys);
+
+  ASSERT_THAT(cluster_->RefreshShardMap(), IsOk());
+  EXPECT_EQ(cluster_->num_shards(), 3u);
+  ExpectClusterEqualsReference(2 * kKeySpace);
+  // Once it is stopped, a client that still routes to it (here one started
+  // with the four addresses) gets its rows from the others: its pull asks
+  // them for a newer map after a second without an answer.
+  ASSERT_THAT(shards_[3]->Kill9(), IsOk());
+  std::unique_ptr<PsClient> stale = MakeClient(all_four);
+  EXPECT_EQ(PullAll(*stale, 2 * kKeySpace), PullAll(*local_, 2 * kKeySpace));
+  // A shard restarts with the new count only (its data directory has it).
+  ASSERT_THAT(shards_[1]->Kill9(), IsOk());
+  absl::StatusOr<testing::ProcessExit> refused = shards_[1]->RunUntilExit();
+  ASSERT_THAT(refused, IsOk());
+  EXPECT_EQ(refused->exit_code, 2) << shards_[1]->log();
+  EXPECT_THAT(shards_[1]->log(), HasSubstr("3"));
+  ServerProcessOptions now;
+  now.data_dir = shards_[1]->data_dir();
+  now.flags = {"--num_shards=3", "--shard_index=1"};
+  ServerProcess restarted(now);
+  ASSERT_THAT(restarted.Start(), IsOk());
 }
 
 class BucketMoveKillTest : public BucketMoveTest,

@@ -342,15 +342,15 @@ TEST_F(ShardMapRoutingTest, AShardKeepsItsMapAcrossARestartAndChecksChanges) {
   EXPECT_THAT(shard1->SetShardMap(request, &response, absl::Seconds(10)),
               StatusIs(absl::StatusCode::kFailedPrecondition,
                        HasSubstr("version 1, not above")));
-  // A map of another shard count, or a malformed one.
+  // A map that leaves this shard out, or a malformed one.
   absl::StatusOr<ShardMap> one_shard =
       ShardMap::Create(3, 1, std::vector<uint32_t>(kNumBuckets, 0));
   ASSERT_THAT(one_shard, IsOk());
   *request.mutable_map() = ShardMapToProto(*one_shard);
   EXPECT_THAT(shard1->SetShardMap(request, &response, absl::Seconds(10)),
               StatusIs(absl::StatusCode::kFailedPrecondition,
-                       HasSubstr("has 1 shards, but this shard was started "
-                                 "with --num_shards=2")));
+                       HasSubstr("has 1 shards, which leaves out this shard "
+                                 "1")));
   request.mutable_map()->mutable_bucket_owners()->RemoveLast();
   EXPECT_THAT(shard1->SetShardMap(request, &response, absl::Seconds(10)),
               StatusIs(absl::StatusCode::kInvalidArgument,
