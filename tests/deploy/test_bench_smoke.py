@@ -102,6 +102,26 @@ def test_reshard_run_splits_and_merges_every_row():
         assert row[4].strip().endswith(" M"), done.stdout
 
 
+def test_online_reshard_run_reports_training_around_a_2_to_4_reshard():
+    build = m.bin_dir().parent
+    env = dict(os.environ, ROUNDS="1", NUM_KEYS="20000", ROWS="20000",
+               EPOCHS="20", BEFORE_S="3")
+    done = subprocess.run(
+        ["bash", str(m.REPO / "bench" / "run_online_reshard.sh"), str(build)],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
+    rows = [line.split("|") for line in done.stdout.splitlines()
+            if line.startswith("| 1 |")]
+    assert len(rows) == 1, done.stdout
+    row = [cell.strip() for cell in rows[0][1:-1]]
+    # The script fails unless the reshard ended on 4 even shards; it moved
+    # about half of the bulk table's rows, and training ran before and after
+    # it (about 0.5 s an epoch here, so 20 epochs outlast the reshard).
+    assert float(row[1]) > 0 and float(row[3]) > 0, done.stdout
+    assert int(row[6]) > 8000, done.stdout
+    assert float(row[8]) > 0 and float(row[9]) >= float(row[8]), done.stdout
+
+
 def test_wide_run_compares_the_wide_term_with_logistic_regression():
     build = m.bin_dir().parent
     env = dict(os.environ, ROUNDS="1", ROWS="20000", HOLDOUT_ROWS="4000",
