@@ -28,6 +28,7 @@
 #include "common/tls.h"
 #include "grpcpp/grpcpp.h"
 #include "serving/checkpoint_loader.h"
+#include "serving/follower_set.h"
 #include "serving/serving_service.h"
 #include "serving/serving_store.h"
 #include "serving/shard_follower.h"
@@ -36,6 +37,11 @@ ABSL_FLAG(int, port, 50061, "gRPC port; 0 picks a free one (see --port_file).");
 ABSL_FLAG(std::string, shards, "",
           "host:port of every training shard, in shard-index order: follow "
           "their change streams. Exclusive with --checkpoint_dirs.");
+ABSL_FLAG(double, shard_map_check_s, 2,
+          "Seconds between reads of the training shards' shard map: when "
+          "stratactl reshard grows or shrinks the cluster, the shards the map "
+          "adds are followed and those it removes are left once caught up. "
+          "0 never reads it.");
 ABSL_FLAG(std::string, checkpoint_dirs, "",
           "Offline mode: one checkpoint directory per training shard, in "
           "shard-index order (<training data_dir>/checkpoints/<id>), loaded "
@@ -136,6 +142,12 @@ absl::StatusOr<Config> ReadFlags() {
         absl::StrCat("--unknown_keys: ", unknown.status().message()));
   }
   config.store.unknown_keys = *unknown;
+  const double map_check_s = absl::GetFlag(FLAGS_shard_map_check_s);
+  if (!(map_check_s >= 0 && map_check_s <= 3600)) {
+    return absl::InvalidArgumentError(
+        "--shard_map_check_s must be in [0, 3600] (0 never reads the shard "
+        "map)");
+  }
   if (absl::GetFlag(FLAGS_request_threads) < 0) {
     return absl::InvalidArgumentError("--request_threads must be >= 0");
   }
@@ -235,7 +247,7 @@ int Run() {
     return kExitRuntimeError;
   }
 
-  std::vector<std::unique_ptr<ShardFollower>> followers;
+  std::unique_ptr<FollowerSet> followers;
   std::vector<FollowState> offline_states;
   const bool offline = !config->checkpoint_dirs.empty();
   if (offline) {
@@ -247,17 +259,14 @@ int Run() {
     }
     offline_states = *std::move(loaded);
   } else {
-    for (size_t i = 0; i < config->shards.size(); ++i) {
-      ShardFollowerOptions options;
-      options.shard_index = static_cast<uint32_t>(i);
-      options.num_shards = static_cast<uint32_t>(config->shards.size());
-      options.address = config->shards[i];
-      options.tables = config->tables;
-      options.store = store->get();
-      options.credentials = security->shard_credentials;
-      options.auth_token = security->shard_auth_token;
-      followers.push_back(std::make_unique<ShardFollower>(options));
-    }
+    FollowerSetOptions options;
+    options.follower.tables = config->tables;
+    options.follower.store = store->get();
+    options.follower.credentials = security->shard_credentials;
+    options.follower.auth_token = security->shard_auth_token;
+    options.map_check_interval =
+        absl::Seconds(absl::GetFlag(FLAGS_shard_map_check_s));
+    followers = std::make_unique<FollowerSet>(options, config->shards);
   }
 
   ServingServiceOptions service_options;
@@ -275,10 +284,7 @@ int Run() {
   service_options.auth_token = security->daemon.auth_token;
   service_options.auth_reads = absl::GetFlag(FLAGS_auth_reads);
   service_options.shards = [&followers, &offline_states] {
-    if (followers.empty()) return offline_states;
-    std::vector<FollowState> states;
-    for (const auto& follower : followers) states.push_back(follower->state());
-    return states;
+    return followers == nullptr ? offline_states : followers->states();
   };
   ServingService service(service_options);
 
@@ -291,7 +297,7 @@ int Run() {
     return kExitRuntimeError;
   }
   std::unique_ptr<grpc::Server> server = *std::move(started);
-  for (auto& follower : followers) follower->Start();
+  if (followers != nullptr) followers->Start();
 
   // The status page's charts: a sample of the traffic every second.
   std::optional<PeriodicTask> sampler;
@@ -350,10 +356,10 @@ int Run() {
   STRATA_LOG(INFO, kComponent)
       << "received signal " << signal_number << ", draining";
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(10));
-  for (auto& follower : followers) follower->Stop();
+  if (followers != nullptr) followers->Stop();
   http.Stop();
   sampler.reset();  // It reads the followers' states.
-  followers.clear();
+  followers.reset();
   store->reset();
   STRATA_LOG(INFO, kComponent) << "stopped cleanly";
   return kExitOk;

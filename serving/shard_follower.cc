@@ -286,8 +286,10 @@ absl::Status ShardFollower::FollowOnce() {
 }
 
 absl::Status ShardFollower::CheckIdentity(const v1::ChangeBatch& batch) {
-  if (batch.shard_index() != options_.shard_index ||
-      batch.num_shards() != options_.num_shards) {
+  // Only the index: the shard count changes when the cluster grows or
+  // shrinks, and a shard started before that reports the count it started
+  // with.
+  if (batch.shard_index() != options_.shard_index) {
     return absl::FailedPreconditionError(absl::StrCat(
         options_.address, " is shard ", batch.shard_index(), " of ",
         batch.num_shards(), ", but is listed as shard ", options_.shard_index,

@@ -63,7 +63,7 @@ struct FollowState {
 
 struct ShardFollowerOptions {
   // The shard's index and host:port (a replicated shard's replicas joined
-  // by '|'), and the cluster's size. Required.
+  // by '|'), and the cluster's size (named in errors). Required.
   uint32_t shard_index = 0;
   uint32_t num_shards = 1;
   std::string address;

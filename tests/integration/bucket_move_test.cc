@@ -2,8 +2,9 @@
 // move-buckets as users run it, a trainer pushing all along. Every push is
 // applied exactly once across the moves (rows equal, bit for bit, those of
 // a one-shard reference cluster given the same pushes in the same order),
-// and a kill -9 of the source or the target mid-copy leaves the source
-// serving, loses nothing, and the move finishes when run again.
+// a serving PS follows the shards a reshard adds and removes, and a kill -9
+// of the source or the target mid-copy leaves the source serving, loses
+// nothing, and the move finishes when run again.
 
 #include <algorithm>
 #include <atomic>
@@ -18,6 +19,8 @@
 #include "absl/strings/str_join.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/strata.pb.h"
+#include "serving/serving_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wait_until.h"
@@ -117,6 +120,49 @@ class BucketMoveTest : public ::testing::Test {
     std::vector<float> rows(keys.size() * kDim);
     EXPECT_THAT(client.Pull(kTable, keys, absl::MakeSpan(rows)), IsOk());
     return rows;
+  }
+
+  // The serving PS follows shards 0-2 only and holds the reference's rows
+  // (keys never pushed answer the initializer's values on both).
+  void ExpectServingFollowsTheThreeShards(const std::string& serving) {
+    ServingClientOptions options;
+    options.endpoints = {serving};
+    absl::StatusOr<std::unique_ptr<ServingClient>> client =
+        ServingClient::Create(options);
+    ASSERT_THAT(client.status(), IsOk());
+    std::vector<int> followed;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          absl::StatusOr<v1::ServingStatusResponse> status =
+              (*client)->Status();
+          followed.clear();
+          if (!status.ok()) return false;
+          for (const v1::FollowedShard& shard : status->shards()) {
+            followed.push_back(static_cast<int>(shard.shard_index()));
+          }
+          return followed == std::vector<int>{0, 1, 2};
+        },
+        absl::Seconds(60)))
+        << "followed: " << absl::StrJoin(followed, ",");
+    const std::vector<float> reference = PullAll(*local_, 2 * kKeySpace);
+    std::vector<uint64_t> keys;
+    for (uint64_t key = 1; key <= 2 * kKeySpace; ++key) keys.push_back(key);
+    std::vector<float> served(reference.size());
+    size_t wrong = 0;
+    EXPECT_TRUE(WaitUntil(
+        [&] {
+          if (!(*client)->Lookup(kTable, keys, absl::MakeSpan(served)).ok()) {
+            return false;
+          }
+          wrong = 0;
+          for (size_t i = 0; i < served.size(); ++i) {
+            wrong += served[i] != reference[i];
+          }
+          return wrong == 0;
+        },
+        absl::Seconds(60)))
+        << wrong << " of " << served.size()
+        << " served values differ from the reference";
   }
 
   uint64_t Rows(PsClient& client) {
@@ -224,6 +270,16 @@ TEST_F(BucketMoveTest, GrowsToFourShardsAndShrinksToThreeWhileTwoTrainersPush) {
     shards_.push_back(std::make_unique<ServerProcess>(options));
     ASSERT_THAT(shards_.back()->Start(), IsOk());
   }
+  // A serving PS given the two first shards only: it finds the others in
+  // the shard map as the reshard adds them.
+  ServerProcessOptions serving_options;
+  serving_options.binary = "strata-serving";
+  serving_options.flags = {absl::StrCat("--shards=", shards_[0]->address(), ",",
+                                        shards_[1]->address()),
+                           "--shard_map_check_s=0.2",
+                           "--unknown_keys=initializer"};
+  ServerProcess serving(serving_options);
+  ASSERT_THAT(serving.Start(), IsOk());
   // Two trainers, each with its own keys (so each key's pushes keep their
   // order on both clusters) and its own client of the two first shards.
   std::atomic<uint64_t> steps[2] = {0, 0};
@@ -287,6 +343,7 @@ TEST_F(BucketMoveTest, GrowsToFourShardsAndShrinksToThreeWhileTwoTrainersPush) {
   ASSERT_THAT(cluster_->RefreshShardMap(), IsOk());
   EXPECT_EQ(cluster_->num_shards(), 3u);
   ExpectClusterEqualsReference(2 * kKeySpace);
+  ExpectServingFollowsTheThreeShards(serving.address());
   // Once it is stopped, a client that still routes to it (here one started
   // with the four addresses) gets its rows from the others: its pull asks
   // them for a newer map after a second without an answer.
