@@ -12,7 +12,7 @@
 # Usage: bench/run_online_reshard.sh [BUILD_DIR]
 # Environment: ROUNDS [3], NUM_KEYS [1000000], ROWS [300000], EPOCHS [4],
 #              BEFORE_S [8] (training seconds before the reshard starts),
-#              MAX_ROWS_PER_SECOND [0: no throttle], BUCKETS_PER_STEP [64]
+#              MAX_ROWS_PER_SECOND [0: no throttle], BUCKETS_PER_STEP [256]
 set -uo pipefail
 BUILD_DIR=${1:-build}
 ROUNDS=${ROUNDS:-3}
@@ -21,7 +21,7 @@ ROWS=${ROWS:-300000}
 EPOCHS=${EPOCHS:-4}
 BEFORE_S=${BEFORE_S:-8}
 MAX_ROWS_PER_SECOND=${MAX_ROWS_PER_SECOND:-0}
-BUCKETS_PER_STEP=${BUCKETS_PER_STEP:-64}
+BUCKETS_PER_STEP=${BUCKETS_PER_STEP:-256}
 BIN="$BUILD_DIR/bin"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_start online-reshard

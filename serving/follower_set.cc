@@ -73,7 +73,12 @@ void FollowerSet::Stop() {
 std::vector<FollowState> FollowerSet::states() const {
   absl::MutexLock lock(&mu_);
   std::vector<FollowState> states;
-  for (const auto& follower : followers_) states.push_back(follower->state());
+  for (const auto& follower : followers_) {
+    states.push_back(follower->state());
+    if (!count_error_.empty() && states.back().last_error.empty()) {
+      states.back().last_error = count_error_;
+    }
+  }
   for (const Retiring& r : retiring_) states.push_back(r.follower->state());
   return states;
 }
@@ -125,19 +130,25 @@ absl::StatusOr<v1::ShardMap> FollowerSet::NewestMap() {
 void FollowerSet::Follow(const v1::ShardMap& map) {
   const uint32_t count = map.num_shards();
   absl::MutexLock lock(&mu_);
-  if (stopped_ || count == 0 || count == followers_.size()) return;
+  if (stopped_ || count == 0) return;
+  if (count == followers_.size()) {
+    count_error_.clear();
+    return;
+  }
   if (map.shard_addresses_size() != static_cast<int>(count)) {
+    count_error_ = absl::StrCat(
+        "the training cluster's shard map (version ", map.version(), ") has ",
+        count, " shards, but ", followers_.size(),
+        " are followed and the map names no addresses: restart "
+        "strata-serving with --shards listing all ",
+        count);
     if (reported_version_ != map.version()) {
       reported_version_ = map.version();
-      STRATA_LOG(ERROR, kComponent)
-          << "the training cluster's shard map (version " << map.version()
-          << ") has " << count << " shards, " << followers_.size()
-          << " followed, and names no shard addresses: restart strata-serving "
-             "with --shards listing all "
-          << count;
+      STRATA_LOG(ERROR, kComponent) << count_error_;
     }
     return;
   }
+  count_error_.clear();
   const absl::Time now = options_.follower.clock->Now();
   while (followers_.size() > count) {
     STRATA_LOG(INFO, kComponent)

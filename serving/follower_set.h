@@ -73,8 +73,10 @@ class FollowerSet {
   std::vector<Retiring> retiring_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
-  // A map whose shard count changed but named no addresses is reported
-  // once per version.
+  // Set while the map has another shard count than the followed shards and
+  // names no addresses (the --shards list is short or long): logged once
+  // per map version, and shown as every shard's last_error.
+  std::string count_error_ ABSL_GUARDED_BY(mu_);
   uint64_t reported_version_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

@@ -32,9 +32,11 @@ ABSL_FLAG(int64_t, from_shard, -1,
 ABSL_FLAG(int64_t, count, 0,
           "move-buckets: how many of --from_shard's buckets to move (its "
           "highest numbered first).");
-ABSL_FLAG(int64_t, buckets_per_step, 64,
-          "move-buckets: buckets moved together (one copy, one write "
-          "pause, one map version).");
+ABSL_FLAG(int64_t, buckets_per_step, 256,
+          "move-buckets and reshard: buckets moved together (one copy, one "
+          "write pause, one map version). Each step scans the source's "
+          "tables once, so larger steps move rows faster; smaller ones hold "
+          "fewer pushed keys to catch up in each pause.");
 ABSL_FLAG(std::string, to_shards, "",
           "reshard: host:port of every shard the cluster keeps or gains, in "
           "shard order (the shards it keeps first, as in --shards).");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/grpc_status.h"
@@ -189,6 +190,24 @@ TEST_F(FollowTest, AnAnswerPastTheMessageLimitIsRefusedBeforeItIsBuilt) {
       testing::ResidentMiB(cluster_.serving().pid(), "VmHWM");
   ASSERT_THAT(peak.status(), IsOk());
   EXPECT_LT(*peak, 256u);
+}
+
+// The shard map says 2 shards and names no addresses: the missing shard's
+// rows would never be served, which every followed shard's error says.
+TEST_F(FollowTest, AShortShardListIsShownAsTheFollowedShardsError) {
+  ASSERT_THAT(cluster_.StartTraining(), IsOk());
+  ASSERT_THAT(cluster_.StartServing({"--shards=" + cluster_.shard(0).address(),
+                                     "--shard_map_check_s=0.1"}),
+              IsOk());
+  absl::StatusOr<v1::ServingStatusResponse> status =
+      cluster_.WaitForStatus([](const v1::ServingStatusResponse& status) {
+        return status.shards_size() == 1 &&
+               absl::StrContains(status.shards(0).last_error(),
+                                 "--shards listing all 2");
+      });
+  ASSERT_THAT(status, IsOk());
+  EXPECT_THAT(status->shards(0).last_error(), HasSubstr("has 2 shards"));
+  EXPECT_THAT(cluster_.serving().log(), HasSubstr("--shards listing all 2"));
 }
 
 TEST_F(FollowTest, BadRequestsAreRefused) {

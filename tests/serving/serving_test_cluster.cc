@@ -64,10 +64,11 @@ absl::Status ServingTestCluster::StartTraining() {
 }
 
 absl::Status ServingTestCluster::StartServing(std::vector<std::string> flags) {
-  const bool offline = std::any_of(flags.begin(), flags.end(), [](auto& f) {
-    return absl::StartsWith(f, "--checkpoint_dirs=");
+  const bool listed = std::any_of(flags.begin(), flags.end(), [](auto& f) {
+    return absl::StartsWith(f, "--checkpoint_dirs=") ||
+           absl::StartsWith(f, "--shards=");
   });
-  if (!offline) flags.push_back("--shards=" + ShardList());
+  if (!listed) flags.push_back("--shards=" + ShardList());
   ServerProcessOptions options;
   options.binary = "strata-serving";
   options.flags = std::move(flags);

@@ -36,7 +36,8 @@ class ServingTestCluster {
   // Starts the training shards and makes the PsClient.
   absl::Status StartTraining();
   // Starts strata-serving following every shard (or with `flags` only,
-  // when they name --checkpoint_dirs) and makes the ServingClient.
+  // when they name --checkpoint_dirs or --shards) and makes the
+  // ServingClient.
   absl::Status StartServing(std::vector<std::string> flags = {});
 
   ServerProcess& shard(int i) { return *shards_[i]; }
