@@ -124,25 +124,40 @@ class ParameterServerClient:
         shards = list(shards)
         if not shards or not all(shards):
             raise ValueError(f"no or empty shard address in {shards!r}")
-        self.addresses = shards
-        # A replicated shard is its replicas joined by "|": calls follow its
-        # primary.
-        self._shards = [EndpointPool(s, policy, strata_pb2_grpc.ParameterServerStub,
-                                     follow_primary=True)
-                        for s in shards]
-        self._health = [EndpointPool(s, policy, health_pb2_grpc.HealthStub)
-                        for s in shards]
+        self._policy = policy
+        self.addresses: List[str] = []
+        self._shards: List[EndpointPool] = []
+        self._health: List[EndpointPool] = []
+        for address in shards:
+            self._connect(address)
         self.client_id = client_id or f"py-{uuid.uuid4().hex}"
         # As the C++ PsClient: sequences start at the time in microseconds, so
         # a restarted client with the same id is not taken for a retry.
         self._next_sequence = max(1, time.time_ns() // 1000)
         # The map a new cluster has: bucket b on shard b mod num_shards.
-        # (version, owner of each bucket), replaced as a whole.
-        self._map = (1, np.arange(NUM_BUCKETS, dtype=np.int64) % len(shards))
+        # (version, owner of each bucket, shard count), replaced as a whole.
+        self._map = (1, np.arange(NUM_BUCKETS, dtype=np.int64) % len(shards),
+                     len(shards))
+
+    def _connect(self, address):
+        """Adds shard len(self._shards) at `address`. A replicated shard is
+        its replicas joined by "|": calls follow its primary."""
+        self.addresses.append(address)
+        self._shards.append(EndpointPool(
+            address, self._policy, strata_pb2_grpc.ParameterServerStub,
+            follow_primary=True))
+        self._health.append(EndpointPool(address, self._policy,
+                                         health_pb2_grpc.HealthStub))
 
     @property
     def num_shards(self):
-        return len(self._shards)
+        """The shard count of the map this client routes by: it changes when
+        `stratactl reshard` grows or shrinks the cluster."""
+        return self._map[2]
+
+    def _members(self):
+        """The pools of the shards in the map (a removed shard is left)."""
+        return self._shards[:self.num_shards]
 
     def create_table(self, name: str, dim: int,
                      optimizer: str = DEFAULT_OPTIMIZER,
@@ -187,7 +202,7 @@ class ParameterServerClient:
             **_policy_fields("eviction", eviction, _EVICTION))
         request = strata_pb2.CreateTableRequest(config=config)
         created = [s.call("CreateTable", request, timeout).created
-                   for s in self._shards]
+                   for s in self._members()]
         return any(created)
 
     def list_tables(self, timeout: Optional[float] = None
@@ -198,7 +213,7 @@ class ParameterServerClient:
         counters = ("num_rows", "rows_in_memory", "memory_bytes",
                     "admitted_keys", "rejected_gradients", "evicted_rows")
         tables: Dict[str, Dict[str, Any]] = {}
-        for shard in self._shards:
+        for shard in self._members():
             answer = shard.call("ListTables", strata_pb2.ListTablesRequest(),
                                 timeout)
             for info in answer.tables:
@@ -214,7 +229,7 @@ class ParameterServerClient:
         """Each shard's strata.v1.StatsResponse (counters, tables,
         checkpoints, write failures), in shard-index order."""
         return [s.call("Stats", strata_pb2.StatsRequest(), timeout)
-                for s in self._shards]
+                for s in self._members()]
 
     def health(self, timeout: Optional[float] = None) -> Dict[str, str]:
         """address -> grpc.health.v1 status name ("SERVING", "NOT_SERVING")
@@ -224,7 +239,8 @@ class ParameterServerClient:
         return {address: names.Name(
                     pool.call("Check", health_pb2.HealthCheckRequest(),
                               timeout).status)
-                for address, pool in zip(self.addresses, self._health)}
+                for address, pool in zip(self.addresses[:self.num_shards],
+                                         self._health)}
 
     def checkpoint(self, checkpoint_id: str = "", global_step: int = 0,
                    incremental: bool = False,
@@ -237,7 +253,7 @@ class ParameterServerClient:
             checkpoint_id=checkpoint_id, global_step=global_step,
             incremental=incremental)
         answers = [s.call("Checkpoint", request, timeout)
-                   for s in self._shards]
+                   for s in self._members()]
         return dict(checkpoint_id=answers[0].checkpoint_id,
                     global_step=answers[0].global_step,
                     num_rows=sum(a.num_rows for a in answers), shards=answers)
@@ -247,7 +263,8 @@ class ParameterServerClient:
         """Restores every shard to `checkpoint_id`. Returns global_step and
         num_rows (summed)."""
         request = strata_pb2.RestoreRequest(checkpoint_id=checkpoint_id)
-        answers = [s.call("Restore", request, timeout) for s in self._shards]
+        answers = [s.call("Restore", request, timeout)
+                   for s in self._members()]
         return dict(global_step=answers[0].global_step,
                     num_rows=sum(a.num_rows for a in answers))
 
@@ -333,15 +350,19 @@ class ParameterServerClient:
 
     def shard_map(self, timeout: Optional[float] = None, shards=None):
         """(version, owners): the newest shard map the shards (indexes in
-        `shards`, every one when None) serve, owners being the shard index
-        of each of the 4096 buckets."""
+        `shards`, every one of the current map when None) serve, owners
+        being the shard index of each of the 4096 buckets."""
+        newest = self._newest_map(timeout, shards)
+        return newest.version, np.array(newest.bucket_owners, dtype=np.int64)
+
+    def _newest_map(self, timeout, shards):
         newest = None
-        for index in range(len(self._shards)) if shards is None else shards:
+        for index in range(self.num_shards) if shards is None else shards:
             answer = self._shards[index].call(
                 "GetShardMap", strata_pb2.GetShardMapRequest(), timeout)
             if newest is None or answer.version > newest.version:
                 newest = answer
-        return newest.version, np.array(newest.bucket_owners, dtype=np.int64)
+        return newest
 
     def refresh_shard_map(self, at_least_version: int = 0,
                           timeout: Optional[float] = None,
@@ -350,22 +371,35 @@ class ParameterServerClient:
         None or empty) and routes by it from now on; returns its version.
         After a refusal, asking only the shards that refused (they serve a
         map at least that new) keeps a shard that is down out of it."""
-        version, owners = self.shard_map(timeout, shards or None)
+        newest = self._newest_map(timeout, shards or None)
+        version = newest.version
+        owners = np.array(newest.bucket_owners, dtype=np.int64)
         if version < at_least_version:
             raise FailedPreconditionError(
                 grpc.StatusCode.FAILED_PRECONDITION,
                 f"a shard refused a request for shard map version "
                 f"{at_least_version}, but the newest map the shards asked "
                 f"serve is version {version}")
-        if owners.size != NUM_BUCKETS or (owners.size and
-                                          owners.max() >= len(self._shards)):
+        count = newest.num_shards
+        # A grown cluster's map names every shard's address (stratactl
+        # reshard writes them): the shards it adds are reached from there.
+        if len(newest.shard_addresses) == count:
+            for address in newest.shard_addresses[len(self._shards):]:
+                self._connect(address)
+        if owners.size != NUM_BUCKETS or owners.max() >= count:
             raise FailedPreconditionError(
                 grpc.StatusCode.FAILED_PRECONDITION,
-                f"the cluster's shard map (version {version}) has shards "
-                f"beyond the {len(self._shards)} addresses this client was "
-                f"given: give it every shard's")
+                f"the cluster's shard map (version {version}) is malformed: "
+                f"{owners.size} bucket owners for {count} shards")
+        if count > len(self._shards):
+            raise FailedPreconditionError(
+                grpc.StatusCode.FAILED_PRECONDITION,
+                f"the cluster's shard map (version {version}) has {count} "
+                f"shards, beyond the {len(self._shards)} addresses this "
+                f"client knows, and names no addresses: give it every "
+                f"shard's")
         if version > self.shard_map_version:
-            self._map = (version, owners)
+            self._map = (version, owners, count)
         return self.shard_map_version
 
     @property
