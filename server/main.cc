@@ -312,11 +312,47 @@ constexpr int kExitOk = 0;
 constexpr int kExitRuntimeError = 1;
 constexpr int kExitUsage = 2;
 
+// SetShardMap keeps a map of another shard count (SHARD_MAP) before it
+// records the count in SHARD_PLACEMENT, so a crash between the two leaves
+// the placement one count behind the map. A restart with the map's count
+// and the placement's index finishes the change.
+absl::Status CatchUpPlacementWithMap(const std::string& data_dir,
+                                     int shard_index, int num_shards) {
+  FileSystem& files = *FileSystem::Default();
+  absl::StatusOr<ShardMap> map =
+      CreateFileShardMapStore(&files, data_dir)->Read();
+  if (absl::IsNotFound(map.status())) return absl::OkStatus();
+  if (!map.ok()) return map.status();
+  absl::StatusOr<ShardPlacement> placement =
+      ReadShardPlacement(files, data_dir);
+  if (absl::IsNotFound(placement.status())) return absl::OkStatus();
+  if (!placement.ok()) return placement.status();
+  const uint32_t count = static_cast<uint32_t>(num_shards);
+  if (map->num_shards() != count || placement->num_shards == count ||
+      placement->shard_index != static_cast<uint32_t>(shard_index)) {
+    return absl::OkStatus();
+  }
+  STRATA_LOG(WARNING, "server")
+      << data_dir << ": the shard map has " << count
+      << " shards but the placement still says " << placement->num_shards
+      << " (a stop between the two writes of a shard count change): "
+         "recording "
+      << count;
+  placement->num_shards = count;
+  return WriteShardPlacement(files, data_dir, *placement);
+}
+
 // The data directory's placement against the flags
 // (server/shard_placement.h): kExitOk, or, logged, kExitUsage for another
 // placement and kExitRuntimeError when it cannot be read or written.
 int PlacementExitCode(const std::string& data_dir, int shard_index,
                       int num_shards) {
+  if (absl::Status caught_up =
+          CatchUpPlacementWithMap(data_dir, shard_index, num_shards);
+      !caught_up.ok()) {
+    STRATA_LOG(ERROR, "server") << caught_up.message();
+    return kExitRuntimeError;
+  }
   ShardPlacement placement;
   placement.shard_index = static_cast<uint32_t>(shard_index);
   placement.num_shards = static_cast<uint32_t>(num_shards);
