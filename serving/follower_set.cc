@@ -1,5 +1,6 @@
 #include "serving/follower_set.h"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -47,12 +48,8 @@ void FollowerSet::Start() {
     for (auto& follower : followers_) follower->Start();
   }
   if (options_.map_check_interval > absl::ZeroDuration()) {
-    checker_.emplace(options_.map_check_interval, [this] {
-      absl::Status checked = CheckShardMap();
-      if (!checked.ok()) {
-        STRATA_LOG(DEBUG, kComponent) << "shard map check: " << checked;
-      }
-    });
+    checker_.emplace(options_.map_check_interval,
+                     [this] { CheckShardMap().IgnoreError(); });
   }
 }
 
@@ -85,9 +82,34 @@ std::vector<FollowState> FollowerSet::states() const {
 
 absl::Status FollowerSet::CheckShardMap() {
   absl::StatusOr<v1::ShardMap> map = NewestMap();
+  {
+    // A failure is logged once, not every interval.
+    absl::MutexLock lock(&mu_);
+    const std::string error = map.ok() ? "" : map.status().ToString();
+    if (!error.empty() && error != check_error_) {
+      STRATA_LOG(WARNING, kComponent)
+          << "cannot read the training shards' shard map (a grow or shrink "
+             "of the cluster goes unseen until it can): "
+          << error;
+    }
+    check_error_ = error;
+  }
   if (map.ok()) Follow(*map);
   RetireCaughtUp();
   return map.status();
+}
+
+std::shared_ptr<grpc::Channel> FollowerSet::ChannelTo(
+    const std::string& address) {
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<grpc::Channel>& channel = channels_[address];
+  if (channel == nullptr) {
+    channel =
+        grpc::CreateChannel(address, options_.follower.credentials
+                                         ? options_.follower.credentials
+                                         : grpc::InsecureChannelCredentials());
+  }
+  return channel;
 }
 
 // Asks each followed shard (any of its replicas) for its map: the shards
@@ -104,10 +126,7 @@ absl::StatusOr<v1::ShardMap> FollowerSet::NewestMap() {
   absl::Status last_error = absl::UnavailableError("no shard followed");
   for (const std::string& shard : addresses) {
     for (absl::string_view replica : absl::StrSplit(shard, '|')) {
-      auto stub = v1::ParameterServer::NewStub(grpc::CreateChannel(
-          std::string(replica), options_.follower.credentials
-                                    ? options_.follower.credentials
-                                    : grpc::InsecureChannelCredentials()));
+      auto stub = v1::ParameterServer::NewStub(ChannelTo(std::string(replica)));
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() +
                            absl::ToChronoMilliseconds(kMapReadTimeout));
@@ -130,7 +149,8 @@ absl::StatusOr<v1::ShardMap> FollowerSet::NewestMap() {
 void FollowerSet::Follow(const v1::ShardMap& map) {
   const uint32_t count = map.num_shards();
   absl::MutexLock lock(&mu_);
-  if (stopped_ || count == 0) return;
+  if (stopped_ || count == 0 || map.version() < applied_version_) return;
+  applied_version_ = map.version();
   if (count == followers_.size()) {
     count_error_.clear();
     return;
@@ -163,6 +183,21 @@ void FollowerSet::Follow(const v1::ShardMap& map) {
         << "shard " << i << " (" << map.shard_addresses(i)
         << ") joined the training cluster (shard map version " << map.version()
         << "): following it";
+    // A shard being retired that comes back (a shrink, then a grow) keeps
+    // its follower: two would write the same shard's position.
+    auto retiring = std::find_if(retiring_.begin(), retiring_.end(),
+                                 [i](const Retiring& r) {
+                                   return r.follower->state().shard_index == i;
+                                 });
+    if (retiring != retiring_.end()) {
+      if (retiring->follower->state().address == map.shard_addresses(i)) {
+        followers_.push_back(std::move(retiring->follower));
+        retiring_.erase(retiring);
+        continue;
+      }
+      retiring->follower->Stop();
+      retiring_.erase(retiring);
+    }
     followers_.push_back(MakeFollower(i, count, map.shard_addresses(i)));
     if (started_) followers_.back()->Start();
   }
@@ -174,9 +209,11 @@ void FollowerSet::RetireCaughtUp() {
     absl::MutexLock lock(&mu_);
     const absl::Time now = options_.follower.clock->Now();
     for (auto it = retiring_.begin(); it != retiring_.end();) {
+      // Caught up with what the shard said after it left the map (its
+      // heartbeats carry its latest sequence), not with what it said before.
       const FollowState state = it->follower->state();
-      const bool caught_up =
-          state.connected && state.applied_sequence >= state.latest_sequence;
+      const bool caught_up = state.connected && state.last_heard > it->since &&
+                             state.applied_sequence >= state.latest_sequence;
       if (caught_up || now - it->since >= options_.retire_deadline) {
         STRATA_LOG(INFO, kComponent)
             << "stopped following shard " << state.shard_index << " ("

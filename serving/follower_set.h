@@ -6,11 +6,16 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/rate_history.h"
 #include "serving/shard_follower.h"
+
+namespace grpc {
+class Channel;
+}  // namespace grpc
 
 namespace strata {
 namespace v1 {
@@ -57,7 +62,10 @@ class FollowerSet {
  private:
   absl::StatusOr<v1::ShardMap> NewestMap();
   std::unique_ptr<ShardFollower> MakeFollower(uint32_t index, uint32_t count,
-                                              const std::string& address);
+                                              const std::string& address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<grpc::Channel> ChannelTo(const std::string& address)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Follow(const v1::ShardMap& map) ABSL_LOCKS_EXCLUDED(mu_);
   void RetireCaughtUp() ABSL_LOCKS_EXCLUDED(mu_);
 
@@ -73,6 +81,15 @@ class FollowerSet {
   std::vector<Retiring> retiring_ ABSL_GUARDED_BY(mu_);
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  // The newest map acted on: an older answer (a shard that has not got the
+  // newest map yet) changes nothing.
+  uint64_t applied_version_ ABSL_GUARDED_BY(mu_) = 0;
+  // Why the last map check failed (logged when it changes); empty after one
+  // succeeded.
+  std::string check_error_ ABSL_GUARDED_BY(mu_);
+  // Channels for the map checks, by replica address.
+  absl::flat_hash_map<std::string, std::shared_ptr<grpc::Channel>> channels_
+      ABSL_GUARDED_BY(mu_);
   // Set while the map has another shard count than the followed shards and
   // names no addresses (the --shards list is short or long): logged once
   // per map version, and shown as every shard's last_error.

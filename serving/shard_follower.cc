@@ -133,6 +133,7 @@ void ShardFollower::Stop() {
 FollowState ShardFollower::state() const {
   absl::MutexLock lock(&mu_);
   FollowState state = state_;
+  state.last_heard = last_heard_;
   if (state.connected && !snapshotting_ &&
       state.applied_sequence >= state.latest_sequence) {
     state.lag_seconds = 0;

@@ -38,6 +38,8 @@ struct FollowState {
   uint64_t applied_sequence = 0;
   // The shard's latest sequence as last heard.
   uint64_t latest_sequence = 0;
+  // When the shard was last heard from (a batch or a heartbeat).
+  absl::Time last_heard = absl::InfinitePast();
   // How stale the rows may be: 0 when connected and caught up; otherwise
   // seconds since the newest applied update was acknowledged on the shard
   // or since the follower last knew it was caught up, whichever is later.

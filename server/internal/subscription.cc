@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/clock.h"
 #include "common/grpc_status.h"
+#include "common/hash.h"
 #include "common/logging.h"
 #include "server/table_config_proto.h"
 
@@ -15,6 +16,21 @@ void AddRows(const ChangedRows& rows, v1::ChangeBatch& batch) {
   out->set_table(rows.table);
   out->mutable_keys()->Add(rows.keys.begin(), rows.keys.end());
   out->mutable_values()->Add(rows.values.begin(), rows.values.end());
+}
+
+// The rows of `rows` whose bucket is in `owned`.
+void AddOwnedRows(const ChangedRows& rows, const std::vector<bool>& owned,
+                  v1::ChangeBatch& batch) {
+  v1::TableBatch* out = batch.add_rows();
+  out->set_table(rows.table);
+  const uint64_t table_hash = HashString(rows.table);
+  for (size_t i = 0; i < rows.keys.size(); ++i) {
+    if (!owned[BucketOf(table_hash, rows.keys[i])]) continue;
+    out->add_keys(rows.keys[i]);
+    const float* row = rows.values.data() + i * rows.dim;
+    out->mutable_values()->Add(row, row + rows.dim);
+  }
+  if (out->keys().empty()) batch.mutable_rows()->RemoveLast();
 }
 
 }  // namespace
@@ -109,6 +125,8 @@ absl::Status Subscription::SendSnapshot(uint64_t* sequence) {
     *begin.add_table_configs() = TableConfigToProto(config);
   }
   if (!Send(std::move(begin))) return absl::CancelledError("stream closed");
+  std::vector<bool> owned;
+  if (options_.owned_buckets) owned = options_.owned_buckets();
   ChangedRows chunk;
   while (true) {
     absl::StatusOr<bool> more = snapshot.Next(chunk);
@@ -116,7 +134,11 @@ absl::Status Subscription::SendSnapshot(uint64_t* sequence) {
     if (!*more) break;
     v1::ChangeBatch rows =
         NewBatch(v1::ChangeBatch::SNAPSHOT_ROWS, snapshot.sequence());
-    AddRows(chunk, rows);
+    if (owned.size() == kNumBuckets) {
+      AddOwnedRows(chunk, owned, rows);
+    } else {
+      AddRows(chunk, rows);
+    }
     if (!Send(std::move(rows))) return absl::CancelledError("stream closed");
   }
   if (!Send(NewBatch(v1::ChangeBatch::SNAPSHOT_END, snapshot.sequence()))) {

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/hash.h"
 #include "embedding/embedding_store.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -166,6 +167,45 @@ TEST_F(SubscribeTest, NewFollowerGetsASnapshotThenDeltasInOrder) {
   EXPECT_EQ(second.sequence(), snapshot_sequence + 2);
   ASSERT_EQ(second.rows_size(), 1);
   EXPECT_EQ(second.rows(0).table(), "b");
+}
+
+// After a map gives half of the buckets to a shard 1 (as a reshard does
+// once it moved them), a snapshot holds the rows of this shard's buckets
+// only: the others' rows are the moved copies' old values.
+TEST_F(SubscribeTest, ASnapshotHoldsOnlyTheRowsOfOwnedBuckets) {
+  std::vector<uint64_t> keys;
+  for (uint64_t key = 1; key <= 40; ++key) keys.push_back(key);
+  Push("a", keys, 0.5f);
+  v1::SetShardMapRequest set;
+  set.mutable_map()->set_version(2);
+  set.mutable_map()->set_num_shards(2);
+  for (uint32_t b = 0; b < kNumBuckets; ++b) {
+    set.mutable_map()->add_bucket_owners(b % 2);
+  }
+  {
+    grpc::ClientContext context;
+    v1::SetShardMapResponse response;
+    ASSERT_TRUE(stub_->SetShardMap(&context, set, &response).ok());
+  }
+  std::vector<uint64_t> owned;
+  for (uint64_t key : keys) {
+    if (BucketOf(HashString("a"), key) % 2 == 0) owned.push_back(key);
+  }
+  ASSERT_GT(owned.size(), 0u);
+  ASSERT_LT(owned.size(), keys.size());
+
+  auto* reader = Subscribe(0, 0);
+  ASSERT_EQ(Next(reader).kind(), v1::ChangeBatch::SNAPSHOT_BEGIN);
+  std::vector<uint64_t> sent;
+  for (v1::ChangeBatch batch = Next(reader);
+       batch.kind() == v1::ChangeBatch::SNAPSHOT_ROWS; batch = Next(reader)) {
+    for (const v1::TableBatch& rows : batch.rows()) {
+      EXPECT_EQ(rows.values_size(), rows.keys_size() * static_cast<int>(kDim));
+      sent.insert(sent.end(), rows.keys().begin(), rows.keys().end());
+    }
+  }
+  std::sort(sent.begin(), sent.end());
+  EXPECT_EQ(sent, owned);
 }
 
 TEST_F(SubscribeTest, FollowerOfTheSameIncarnationResumesWithoutSnapshot) {
