@@ -14,9 +14,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/ps_client.h"
 #include "common/command_line.h"
+#include "proto/strata.pb.h"
 #include "tools/json_writer.h"
-#include "worker/ps_client.h"
 
 ABSL_FLAG(std::string, shards, "",
           "Comma-separated shards; a replicated one is its replicas joined "

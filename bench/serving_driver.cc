@@ -17,11 +17,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "bench/bench_run.h"
+#include "client/ps_client.h"
 #include "common/adaptive_throttle.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/strata.grpc.pb.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace bench {

@@ -18,11 +18,11 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "bench/bench_run.h"
+#include "client/ps_client.h"
 #include "common/fp16.h"
 #include "common/hash.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/strata.grpc.pb.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace bench {

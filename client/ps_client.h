@@ -1,27 +1,33 @@
-#ifndef STRATA_WORKER_PS_CLIENT_H_
-#define STRATA_WORKER_PS_CLIENT_H_
+#ifndef STRATA_CLIENT_PS_CLIENT_H_
+#define STRATA_CLIENT_PS_CLIENT_H_
 
-#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/shard_client.h"
 #include "common/clock.h"
 #include "common/shard_map.h"
-#include "proto/strata.pb.h"
-#include "worker/shard_client.h"
 
 namespace strata {
+namespace v1 {
+class TableConfig;
+class TableInfo;
+}  // namespace v1
+
+// How the values of pulls and pushes travel.
+enum class WireEncoding {
+  kFloat32,
+  // Half the bytes: IEEE 754 binary16, rounded to nearest even.
+  kFloat16,
+};
 
 struct PsClientOptions {
   // host:port of every shard, in shard-index order. Required.
@@ -36,8 +42,8 @@ struct PsClientOptions {
   absl::Duration max_backoff = absl::Seconds(2);
   // Identifies this client's pushes for deduplication. Default: random.
   std::string client_id;
-  // Values on the wire; FLOAT16 halves the bytes. Default: FLOAT32.
-  v1::ValueEncoding encoding = v1::FLOAT32;
+  // Rows and gradients on the wire. Default: kFloat32.
+  WireEncoding encoding = WireEncoding::kFloat32;
   // Default: Clock::Real().
   Clock* clock = Clock::Real();
   // TLS: when tls_ca_file is set, the shards are reached over TLS and
@@ -76,151 +82,71 @@ struct PsClientOptions {
 //   (*client)->Push("user", keys, gradients);
 class PsClient {
  public:
+  // INVALID_ARGUMENT without shard addresses or for a malformed one; the
+  // error of ChannelCredentialsFromFiles (common/tls.h) for unreadable TLS
+  // files.
   static absl::StatusOr<std::unique_ptr<PsClient>> Create(
       const PsClientOptions& options);
+  virtual ~PsClient() = default;
   PsClient(const PsClient&) = delete;
   PsClient& operator=(const PsClient&) = delete;
 
   // The shards of the map the client routes by (a map may add shards, whose
   // addresses it names, or remove the last ones once they own nothing).
-  size_t num_shards() const;
-  const std::string& client_id() const { return options_.client_id; }
+  virtual size_t num_shards() const = 0;
+  virtual const std::string& client_id() const = 0;
   // The shard that owns `key` of `table` under the client's shard map.
-  uint32_t ShardOf(absl::string_view table, uint64_t key) const;
+  virtual uint32_t ShardOf(absl::string_view table, uint64_t key) const = 0;
   // The shard map the client routes by now.
-  std::shared_ptr<const ShardMap> shard_map() const;
+  virtual std::shared_ptr<const ShardMap> shard_map() const = 0;
   // Fetches every shard's map and keeps the newest; FAILED_PRECONDITION
   // when it is older than `at_least_version`, or has more shards than this
   // client has addresses for.
-  absl::Status RefreshShardMap(uint64_t at_least_version = 0);
+  virtual absl::Status RefreshShardMap(uint64_t at_least_version = 0) = 0;
   // Installs `map` on every shard (SetShardMap): first on the shards that
   // give buckets away, then on those that gain some, then on the rest; then
   // routes by it.
-  absl::Status SetShardMap(const ShardMap& map);
+  virtual absl::Status SetShardMap(const ShardMap& map) = 0;
   // One step of a bucket move on shard `shard` (< num_shards()).
-  absl::Status MoveBuckets(uint32_t shard,
-                           const v1::MoveBucketsRequest& request,
-                           v1::MoveBucketsResponse* response);
+  virtual absl::Status MoveBuckets(uint32_t shard,
+                                   const v1::MoveBucketsRequest& request,
+                                   v1::MoveBucketsResponse* response) = 0;
 
   // Creates the table on every shard (idempotent for an identical config).
-  absl::Status CreateTable(const v1::TableConfig& config);
+  virtual absl::Status CreateTable(const v1::TableConfig& config) = 0;
   // Every table, with rows and memory summed over the shards.
-  absl::StatusOr<std::vector<v1::TableInfo>> ListTables();
+  virtual absl::StatusOr<std::vector<v1::TableInfo>> ListTables() = 0;
 
   // Writes keys.size() * dim floats, the rows of `keys` in order, to `out`;
   // dim is out.size() / keys.size().
-  absl::Status Pull(absl::string_view table, absl::Span<const uint64_t> keys,
-                    absl::Span<float> out);
+  virtual absl::Status Pull(absl::string_view table,
+                            absl::Span<const uint64_t> keys,
+                            absl::Span<float> out) = 0;
   // Pushes keys.size() * dim gradients; those of a repeated key are summed.
   // A push retried after a lost answer is applied once. `global_step` is
   // the trainer's step of the gradients (0: unknown), for tables that evict
   // rows by steps.
-  absl::Status Push(absl::string_view table, absl::Span<const uint64_t> keys,
-                    absl::Span<const float> gradients,
-                    uint64_t global_step = 0);
+  virtual absl::Status Push(absl::string_view table,
+                            absl::Span<const uint64_t> keys,
+                            absl::Span<const float> gradients,
+                            uint64_t global_step = 0) = 0;
 
   // Per shard, in shard order.
-  absl::StatusOr<std::vector<v1::StatsResponse>> Stats();
+  virtual absl::StatusOr<std::vector<v1::StatsResponse>> Stats() = 0;
   // `incremental`: only the rows changed since each shard's previous
   // checkpoint (see CheckpointRequest).
-  absl::StatusOr<std::vector<v1::CheckpointResponse>> Checkpoint(
+  virtual absl::StatusOr<std::vector<v1::CheckpointResponse>> Checkpoint(
       absl::string_view checkpoint_id, uint64_t global_step,
-      bool incremental = false);
-  absl::StatusOr<std::vector<v1::RestoreResponse>> Restore(
-      absl::string_view checkpoint_id);
+      bool incremental = false) = 0;
+  virtual absl::StatusOr<std::vector<v1::RestoreResponse>> Restore(
+      absl::string_view checkpoint_id) = 0;
   // OK when every shard reports SERVING.
-  absl::Status CheckHealth();
+  virtual absl::Status CheckHealth() = 0;
 
- private:
-  explicit PsClient(const PsClientOptions& options);
-
-  // The shards that refused a fan-out's requests because they were routed
-  // by another shard map, and the newest map version they named.
-  struct MapRefusals {
-    std::vector<size_t> shards;
-    uint64_t version = 0;
-    // Pulls (idempotent) set it to the version they were routed by: a shard
-    // that stays unreachable may be one a newer map no longer uses (it left
-    // the cluster), so after a while the other shards are asked for their
-    // map, and a newer one ends the call as a refusal by the shard that
-    // answered it.
-    uint64_t reroute_unreachable_below = 0;
-  };
-  // Some shard outside `unreachable` (of the current map's) that serves a
-  // map newer than `version`, with that version; nullopt when none answers
-  // one.
-  std::optional<std::pair<size_t, uint64_t>> FindNewerMap(
-      const std::vector<size_t>& unreachable, uint64_t version);
-
-  // Calls `issue(shard, done)` for each shard in `shards` concurrently, and
-  // again for those that answered a retryable code, with backoff, until all
-  // succeed, one fails otherwise, or the retry deadline passes. With
-  // `refusals`, a shard that refuses for another shard map is recorded
-  // there instead of failing the call. Logs one WARNING when calls start
-  // waiting for a shard and one INFO when a waited call gets through, not
-  // one per retry.
-  absl::Status FanOut(
-      std::vector<size_t> shards,
-      const std::function<void(size_t, ShardClient::Done)>& issue,
-      MapRefusals* refusals = nullptr);
-  // FanOut for the blocking admin calls, on shards 0..count-1.
-  absl::Status ForEachShard(size_t count,
-                            const std::function<absl::Status(size_t)>& call);
-
-  // Splits `keys` into unique keys per shard. unique_of[i] is the index of
-  // keys[i] among the unique keys; location[u] its (shard, position).
-  struct Routing {
-    std::vector<std::vector<uint64_t>> shard_keys;
-    std::vector<uint32_t> unique_of;
-    std::vector<std::pair<uint32_t, uint32_t>> location;
-  };
-  Routing Route(absl::string_view table, absl::Span<const uint64_t> keys,
-                const ShardMap& map) const;
-  // Pull by `map`; OK with `refusals` filled when shards refused it for
-  // another map (then `out` is incomplete).
-  absl::Status PullRouted(absl::string_view table,
-                          absl::Span<const uint64_t> keys,
-                          absl::Span<float> out, const ShardMap& map,
-                          MapRefusals* refusals);
-  // Push by `map` under a new sequence; the keys (and summed gradients) of
-  // shards that refused it for another map are left in `refused_keys` and
-  // `refused_gradients`.
-  absl::Status PushRouted(absl::string_view table,
-                          absl::Span<const uint64_t> keys,
-                          absl::Span<const float> gradients,
-                          uint64_t global_step, const ShardMap& map,
-                          MapRefusals* refusals,
-                          std::vector<uint64_t>* refused_keys,
-                          std::vector<float>* refused_gradients);
-  // RefreshShardMap asking only `shards` (those that refused a call for
-  // another map: they serve a map at least that new), so that a shard that
-  // is down does not hold up the calls that do not need it.
-  absl::Status RefreshShardMapFrom(std::vector<size_t> shards,
-                                   uint64_t at_least_version);
-  // Makes the client of each shard of `map` this client has none for yet,
-  // from the map's addresses; FAILED_PRECONDITION when it names none.
-  absl::Status EnsureClientsFor(const ShardMap& map)
-      ABSL_LOCKS_EXCLUDED(clients_mu_);
-  // The client of one shard address (replicas joined by '|').
-  absl::StatusOr<std::unique_ptr<ShardClient>> MakeShardClient(
-      const std::string& address) const;
-
-  PsClientOptions options_;
-  std::function<std::unique_ptr<ShardClient>(const std::string&)> factory_;
-  // One slot per shard a map can name (kNumBuckets): the first from
-  // options_.shard_addresses, others made when a map names them (never
-  // replaced or removed, so a slot below a routed map's count is set).
-  std::vector<std::unique_ptr<ShardClient>> shards_;
-  // Held while slots are filled.
-  absl::Mutex clients_mu_;
-  mutable absl::Mutex map_mu_;
-  std::shared_ptr<const ShardMap> map_ ABSL_GUARDED_BY(map_mu_);
-  std::atomic<uint64_t> next_sequence_{1};
-  // True from the WARNING that calls are waiting for a shard until a retried
-  // call succeeds (so one outage logs one line, whatever the callers).
-  std::atomic<bool> waiting_logged_{false};
+ protected:
+  PsClient() = default;
 };
 
 }  // namespace strata
 
-#endif  // STRATA_WORKER_PS_CLIENT_H_
+#endif  // STRATA_CLIENT_PS_CLIENT_H_

@@ -1,9 +1,7 @@
-#ifndef STRATA_SERVING_SERVING_CLIENT_H_
-#define STRATA_SERVING_SERVING_CLIENT_H_
+#ifndef STRATA_CLIENT_SERVING_CLIENT_H_
+#define STRATA_CLIENT_SERVING_CLIENT_H_
 
-#include <atomic>
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -13,12 +11,12 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
-#include "common/adaptive_throttle.h"
 #include "common/clock.h"
-#include "grpcpp/security/credentials.h"
-#include "proto/strata.grpc.pb.h"
 
 namespace strata {
+namespace v1 {
+class ServingStatusResponse;
+}  // namespace v1
 
 struct ServingClientOptions {
   // host:port of one or more strata-serving replicas. Required.
@@ -66,6 +64,7 @@ class ServingClient {
   // ChannelCredentialsFromFiles (common/tls.h) for unreadable TLS files.
   static absl::StatusOr<std::unique_ptr<ServingClient>> Create(
       const ServingClientOptions& options);
+  virtual ~ServingClient() = default;
   ServingClient(const ServingClient&) = delete;
   ServingClient& operator=(const ServingClient&) = delete;
 
@@ -74,30 +73,18 @@ class ServingClient {
   // empty, `out` is not a multiple of it or the table's dimension differs;
   // NOT_FOUND for an unknown table; `num_missing`, when given, receives how
   // many keys had no row (they got the server's default).
-  absl::Status Lookup(absl::string_view table, absl::Span<const uint64_t> keys,
-                      absl::Span<float> out, uint32_t* num_missing = nullptr);
+  virtual absl::Status Lookup(absl::string_view table,
+                              absl::Span<const uint64_t> keys,
+                              absl::Span<float> out,
+                              uint32_t* num_missing = nullptr) = 0;
 
-  absl::StatusOr<v1::ServingStatusResponse> Status();
+  // The serving PS's state: the shards it follows and how fresh it is.
+  virtual absl::StatusOr<v1::ServingStatusResponse> Status() = 0;
 
- private:
-  ServingClient(const ServingClientOptions& options,
-                std::shared_ptr<grpc::ChannelCredentials> credentials);
-
-  // Runs `call` on the next replica, again on UNAVAILABLE or
-  // RESOURCE_EXHAUSTED, with backoff, until it succeeds, fails otherwise or
-  // the retry deadline passes. An attempt the throttle refuses fails as a
-  // server's refusal would, without a call.
-  absl::Status WithRetries(
-      const std::function<grpc::Status(v1::ServingService::Stub&,
-                                       grpc::ClientContext&)>& call);
-
-  ServingClientOptions options_;
-  std::vector<std::unique_ptr<v1::ServingService::Stub>> stubs_;
-  std::atomic<size_t> next_{0};
-  // Null when options.throttle_k is 0.
-  std::unique_ptr<AdaptiveThrottle> throttle_;
+ protected:
+  ServingClient() = default;
 };
 
 }  // namespace strata
 
-#endif  // STRATA_SERVING_SERVING_CLIENT_H_
+#endif  // STRATA_CLIENT_SERVING_CLIENT_H_

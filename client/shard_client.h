@@ -1,5 +1,5 @@
-#ifndef STRATA_WORKER_SHARD_CLIENT_H_
-#define STRATA_WORKER_SHARD_CLIENT_H_
+#ifndef STRATA_CLIENT_SHARD_CLIENT_H_
+#define STRATA_CLIENT_SHARD_CLIENT_H_
 
 #include <functional>
 #include <memory>
@@ -8,18 +8,38 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "grpcpp/support/byte_buffer.h"
-#include "proto/strata.pb.h"
 
 namespace grpc {
+class ByteBuffer;
 class ChannelCredentials;
 }  // namespace grpc
 
 namespace strata {
+namespace v1 {
+class CheckpointRequest;
+class CheckpointResponse;
+class CreateTableRequest;
+class CreateTableResponse;
+class ListTablesResponse;
+class MoveBucketsRequest;
+class MoveBucketsResponse;
+class PullRequest;
+class PushRequest;
+class PushResponse;
+class RestoreRequest;
+class RestoreResponse;
+class SetShardMapRequest;
+class SetShardMapResponse;
+class ShardMap;
+class StatsResponse;
+}  // namespace v1
 
 // The transport to one shard. PsClient depends on this seam only, so that
-// tests can put an in-process shard behind it. Implementations are
-// thread-safe; `done` may run on another thread, exactly once.
+// tests can put an in-process shard behind it (PsClientOptions::
+// shard_client_factory). The messages are strata.v1's (proto/strata.pb.h),
+// declared here only: this header includes no generated or gRPC header.
+// Implementations are thread-safe; `done` may run on another thread, exactly
+// once.
 class ShardClient {
  public:
   using Done = std::function<void(absl::Status)>;
@@ -85,4 +105,4 @@ std::unique_ptr<ShardClient> CreateReplicaGroupShardClient(
 
 }  // namespace strata
 
-#endif  // STRATA_WORKER_SHARD_CLIENT_H_
+#endif  // STRATA_CLIENT_SHARD_CLIENT_H_

@@ -14,9 +14,10 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/serving_client.h"
 #include "common/client_flags.h"
 #include "common/command_line.h"
-#include "serving/serving_client.h"
+#include "proto/strata.pb.h"
 
 ABSL_FLAG(std::string, serving, "",
           "host:port of strata-serving; a comma-separated list spreads the "

@@ -20,11 +20,11 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
+#include "client/ps_client.h"
+#include "client/serving_client.h"
 #include "common/tls.h"
 #include "proto/strata.pb.h"
-#include "serving/serving_client.h"
 #include "worker/async_pusher.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace {
@@ -199,7 +199,7 @@ absl::StatusOr<PsClientOptions> ToPsClientOptions(
   if (options.retry_deadline_s >= 0) {
     out.retry_deadline = absl::Seconds(options.retry_deadline_s);
   }
-  if (options.wire_float16 != 0) out.encoding = v1::FLOAT16;
+  if (options.wire_float16 != 0) out.encoding = WireEncoding::kFloat16;
   if (IsSet(options.tls_ca_file)) out.tls_ca_file = options.tls_ca_file;
   if (IsSet(options.tls_client_cert_file)) {
     out.tls_client_cert_file = options.tls_client_cert_file;

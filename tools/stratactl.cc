@@ -18,12 +18,12 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
+#include "client/ps_client.h"
 #include "common/client_flags.h"
 #include "common/cluster_flags.h"
 #include "common/command_line.h"
 #include "tools/json_writer.h"
 #include "tools/stratactl_commands.h"
-#include "worker/ps_client.h"
 
 ABSL_FLAG(std::string, shards, "",
           "Comma-separated host:port of every shard, in shard-index order "
@@ -155,9 +155,9 @@ absl::StatusOr<PsClientOptions> ClientOptionsFromFlags() {
   options.retry_deadline = absl::Milliseconds(retry_ms);
   const std::string encoding = absl::GetFlag(FLAGS_encoding);
   if (encoding == "float32") {
-    options.encoding = v1::FLOAT32;
+    options.encoding = WireEncoding::kFloat32;
   } else if (encoding == "float16") {
-    options.encoding = v1::FLOAT16;
+    options.encoding = WireEncoding::kFloat16;
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "--encoding must be float32 or float16, not '", encoding, "'"));

@@ -7,7 +7,8 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
+#include "proto/strata.pb.h"
 
 namespace strata {
 namespace tools_internal {

@@ -15,8 +15,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/serving_client.h"
 #include "common/replica_lag.h"
-#include "serving/serving_client.h"
+#include "proto/strata.pb.h"
 #include "tools/json_writer.h"
 #include "tools/stratactl_commands.h"
 

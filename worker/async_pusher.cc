@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
 
 namespace strata {
 

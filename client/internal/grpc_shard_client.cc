@@ -4,6 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/shard_client.h"
 #include "common/auth.h"
 #include "common/grpc_status.h"
 #include "common/shard_map.h"
@@ -11,7 +12,6 @@
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
 #include "proto/strata.grpc.pb.h"
-#include "worker/shard_client.h"
 
 namespace strata {
 namespace {

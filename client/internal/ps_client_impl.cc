@@ -1,4 +1,4 @@
-#include "worker/ps_client.h"
+#include "client/internal/ps_client_impl.h"
 
 #include <cstring>
 #include <optional>
@@ -18,6 +18,7 @@
 #include "proto/shard_map_proto.h"
 
 namespace strata {
+namespace client_internal {
 namespace {
 
 std::string RandomClientId() {
@@ -68,12 +69,12 @@ constexpr absl::Duration kNewerMapCheckInterval = absl::Seconds(1);
 
 }  // namespace
 
-PsClient::PsClient(const PsClientOptions& options)
+PsClientImpl::PsClientImpl(const PsClientOptions& options)
     : options_(options), shards_(kNumBuckets) {}
 
-size_t PsClient::num_shards() const { return shard_map()->num_shards(); }
+size_t PsClientImpl::num_shards() const { return shard_map()->num_shards(); }
 
-absl::StatusOr<std::unique_ptr<ShardClient>> PsClient::MakeShardClient(
+absl::StatusOr<std::unique_ptr<ShardClient>> PsClientImpl::MakeShardClient(
     const std::string& address) const {
   if (address.empty()) {
     return absl::InvalidArgumentError("empty shard address");
@@ -91,7 +92,7 @@ absl::StatusOr<std::unique_ptr<ShardClient>> PsClient::MakeShardClient(
   return CreateReplicaGroupShardClient(std::move(replicas));
 }
 
-absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
+absl::StatusOr<std::unique_ptr<PsClient>> PsClientImpl::Create(
     const PsClientOptions& options) {
   if (options.shard_addresses.empty()) {
     return absl::InvalidArgumentError("no shard addresses given");
@@ -101,7 +102,7 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
         options.shard_addresses.size(), " shard addresses given, over the ",
         kNumBuckets, " buckets there are to own"));
   }
-  std::unique_ptr<PsClient> client(new PsClient(options));
+  std::unique_ptr<PsClientImpl> client(new PsClientImpl(options));
   {
     absl::MutexLock lock(&client->map_mu_);
     client->map_ = std::make_shared<const ShardMap>(ShardMap::Modulo(
@@ -134,19 +135,19 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
         client->shards_[s],
         client->MakeShardClient(options.shard_addresses[s]));
   }
-  return client;
+  return std::unique_ptr<PsClient>(std::move(client));
 }
 
-uint32_t PsClient::ShardOf(absl::string_view table, uint64_t key) const {
+uint32_t PsClientImpl::ShardOf(absl::string_view table, uint64_t key) const {
   return shard_map()->OwnerOfKey(HashString(table), key);
 }
 
-std::shared_ptr<const ShardMap> PsClient::shard_map() const {
+std::shared_ptr<const ShardMap> PsClientImpl::shard_map() const {
   absl::MutexLock lock(&map_mu_);
   return map_;
 }
 
-absl::Status PsClient::EnsureClientsFor(const ShardMap& map) {
+absl::Status PsClientImpl::EnsureClientsFor(const ShardMap& map) {
   absl::MutexLock lock(&clients_mu_);
   for (uint32_t s = 0; s < map.num_shards(); ++s) {
     if (shards_[s] != nullptr) continue;
@@ -164,14 +165,14 @@ absl::Status PsClient::EnsureClientsFor(const ShardMap& map) {
   return absl::OkStatus();
 }
 
-absl::Status PsClient::RefreshShardMap(uint64_t at_least_version) {
+absl::Status PsClientImpl::RefreshShardMap(uint64_t at_least_version) {
   std::vector<size_t> all(num_shards());
   for (size_t s = 0; s < all.size(); ++s) all[s] = s;
   return RefreshShardMapFrom(std::move(all), at_least_version);
 }
 
-absl::Status PsClient::RefreshShardMapFrom(std::vector<size_t> shards,
-                                           uint64_t at_least_version) {
+absl::Status PsClientImpl::RefreshShardMapFrom(std::vector<size_t> shards,
+                                               uint64_t at_least_version) {
   size_t slots = 0;
   for (size_t s : shards) slots = std::max(slots, s + 1);
   std::vector<v1::ShardMap> answers(slots);
@@ -204,9 +205,9 @@ absl::Status PsClient::RefreshShardMapFrom(std::vector<size_t> shards,
   return absl::OkStatus();
 }
 
-absl::Status PsClient::MoveBuckets(uint32_t shard,
-                                   const v1::MoveBucketsRequest& request,
-                                   v1::MoveBucketsResponse* response) {
+absl::Status PsClientImpl::MoveBuckets(uint32_t shard,
+                                       const v1::MoveBucketsRequest& request,
+                                       v1::MoveBucketsResponse* response) {
   if (shard >= num_shards()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shard ", shard, " is not one of the ", num_shards(), " shards"));
@@ -214,10 +215,10 @@ absl::Status PsClient::MoveBuckets(uint32_t shard,
   return shards_[shard]->MoveBuckets(request, response, options_.rpc_timeout);
 }
 
-absl::Status PsClient::SetShardMap(const ShardMap& map) {
+absl::Status PsClientImpl::SetShardMap(const ShardMap& map) {
   STRATA_RETURN_IF_ERROR(EnsureClientsFor(map));
   // The map the shards serve now, to see which give buckets away.
-  STRATA_RETURN_IF_ERROR(RefreshShardMap());
+  STRATA_RETURN_IF_ERROR(RefreshShardMap(0));
   const std::shared_ptr<const ShardMap> current = shard_map();
   // Shards that give buckets away get the map first: until they have it
   // they would take writes for those buckets from clients of the old map,
@@ -252,9 +253,9 @@ absl::Status PsClient::SetShardMap(const ShardMap& map) {
   return absl::OkStatus();
 }
 
-PsClient::Routing PsClient::Route(absl::string_view table,
-                                  absl::Span<const uint64_t> keys,
-                                  const ShardMap& map) const {
+PsClientImpl::Routing PsClientImpl::Route(absl::string_view table,
+                                          absl::Span<const uint64_t> keys,
+                                          const ShardMap& map) const {
   const uint64_t table_hash = HashString(table);
   Routing routing;
   routing.shard_keys.resize(map.num_shards());
@@ -275,7 +276,7 @@ PsClient::Routing PsClient::Route(absl::string_view table,
   return routing;
 }
 
-absl::Status PsClient::FanOut(
+absl::Status PsClientImpl::FanOut(
     std::vector<size_t> shards,
     const std::function<void(size_t, ShardClient::Done)>& issue,
     MapRefusals* refusals) {
@@ -354,7 +355,7 @@ absl::Status PsClient::FanOut(
   }
 }
 
-std::optional<std::pair<size_t, uint64_t>> PsClient::FindNewerMap(
+std::optional<std::pair<size_t, uint64_t>> PsClientImpl::FindNewerMap(
     const std::vector<size_t>& unreachable, uint64_t version) {
   const size_t count = num_shards();
   for (size_t s = 0; s < count; ++s) {
@@ -371,7 +372,7 @@ std::optional<std::pair<size_t, uint64_t>> PsClient::FindNewerMap(
   return std::nullopt;
 }
 
-absl::Status PsClient::ForEachShard(
+absl::Status PsClientImpl::ForEachShard(
     size_t count, const std::function<absl::Status(size_t)>& call) {
   std::vector<size_t> all(count);
   for (size_t s = 0; s < all.size(); ++s) all[s] = s;
@@ -380,7 +381,7 @@ absl::Status PsClient::ForEachShard(
   });
 }
 
-absl::Status PsClient::CreateTable(const v1::TableConfig& config) {
+absl::Status PsClientImpl::CreateTable(const v1::TableConfig& config) {
   v1::CreateTableRequest request;
   *request.mutable_config() = config;
   return ForEachShard(num_shards(), [&](size_t s) {
@@ -389,7 +390,7 @@ absl::Status PsClient::CreateTable(const v1::TableConfig& config) {
   });
 }
 
-absl::StatusOr<std::vector<v1::TableInfo>> PsClient::ListTables() {
+absl::StatusOr<std::vector<v1::TableInfo>> PsClientImpl::ListTables() {
   std::vector<v1::ListTablesResponse> responses(num_shards());
   STRATA_RETURN_IF_ERROR(ForEachShard(responses.size(), [&](size_t s) {
     responses[s].Clear();
@@ -419,9 +420,9 @@ absl::StatusOr<std::vector<v1::TableInfo>> PsClient::ListTables() {
   return merged;
 }
 
-absl::Status PsClient::Pull(absl::string_view table,
-                            absl::Span<const uint64_t> keys,
-                            absl::Span<float> out) {
+absl::Status PsClientImpl::Pull(absl::string_view table,
+                                absl::Span<const uint64_t> keys,
+                                absl::Span<float> out) {
   STRATA_RETURN_IF_ERROR(CheckSizes(keys, out.size(), "pull"));
   for (int reroutes = 0;; ++reroutes) {
     const std::shared_ptr<const ShardMap> map = shard_map();
@@ -436,10 +437,11 @@ absl::Status PsClient::Pull(absl::string_view table,
   }
 }
 
-absl::Status PsClient::PullRouted(absl::string_view table,
-                                  absl::Span<const uint64_t> keys,
-                                  absl::Span<float> out, const ShardMap& map,
-                                  MapRefusals* refusals) {
+absl::Status PsClientImpl::PullRouted(absl::string_view table,
+                                      absl::Span<const uint64_t> keys,
+                                      absl::Span<float> out,
+                                      const ShardMap& map,
+                                      MapRefusals* refusals) {
   const size_t dim = out.size() / keys.size();
   const Routing routing = Route(table, keys, map);
   std::vector<v1::PullRequest> requests(map.num_shards());
@@ -451,7 +453,9 @@ absl::Status PsClient::PullRouted(absl::string_view table,
     batch->set_table(std::string(table));
     batch->mutable_keys()->Add(routing.shard_keys[s].begin(),
                                routing.shard_keys[s].end());
-    requests[s].set_encoding(options_.encoding);
+    requests[s].set_encoding(options_.encoding == WireEncoding::kFloat16
+                                 ? v1::FLOAT16
+                                 : v1::FLOAT32);
     requests[s].set_shard_map_version(map.version());
     targets.push_back(s);
   }
@@ -477,7 +481,7 @@ absl::Status PsClient::PullRouted(absl::string_view table,
     const auto [shard, position] = routing.location[u];
     first_position[shard][position] = static_cast<uint32_t>(i);
   }
-  const bool fp16 = options_.encoding == v1::FLOAT16;
+  const bool fp16 = options_.encoding == WireEncoding::kFloat16;
   const size_t value_size = fp16 ? sizeof(uint16_t) : sizeof(float);
   std::vector<uint16_t> halves(fp16 ? dim : 0);
   for (size_t s : targets) {
@@ -519,10 +523,10 @@ absl::Status PsClient::PullRouted(absl::string_view table,
   return absl::OkStatus();
 }
 
-absl::Status PsClient::Push(absl::string_view table,
-                            absl::Span<const uint64_t> keys,
-                            absl::Span<const float> gradients,
-                            uint64_t global_step) {
+absl::Status PsClientImpl::Push(absl::string_view table,
+                                absl::Span<const uint64_t> keys,
+                                absl::Span<const float> gradients,
+                                uint64_t global_step) {
   STRATA_RETURN_IF_ERROR(CheckSizes(keys, gradients.size(), "push"));
   std::vector<uint64_t> refused_keys;
   std::vector<float> refused_gradients;
@@ -547,13 +551,13 @@ absl::Status PsClient::Push(absl::string_view table,
   }
 }
 
-absl::Status PsClient::PushRouted(absl::string_view table,
-                                  absl::Span<const uint64_t> keys,
-                                  absl::Span<const float> gradients,
-                                  uint64_t global_step, const ShardMap& map,
-                                  MapRefusals* refusals,
-                                  std::vector<uint64_t>* refused_keys,
-                                  std::vector<float>* refused_gradients) {
+absl::Status PsClientImpl::PushRouted(absl::string_view table,
+                                      absl::Span<const uint64_t> keys,
+                                      absl::Span<const float> gradients,
+                                      uint64_t global_step, const ShardMap& map,
+                                      MapRefusals* refusals,
+                                      std::vector<uint64_t>* refused_keys,
+                                      std::vector<float>* refused_gradients) {
   const size_t dim = gradients.size() / keys.size();
   const Routing routing = Route(table, keys, map);
   // Sum the gradients of each unique key into its shard's buffer.
@@ -577,13 +581,15 @@ absl::Status PsClient::PushRouted(absl::string_view table,
     request.set_client_id(options_.client_id);
     request.set_sequence(sequence);
     request.set_global_step(global_step);
-    request.set_encoding(options_.encoding);
+    request.set_encoding(options_.encoding == WireEncoding::kFloat16
+                             ? v1::FLOAT16
+                             : v1::FLOAT32);
     request.set_shard_map_version(map.version());
     v1::TableBatch* batch = request.add_batches();
     batch->set_table(std::string(table));
     batch->mutable_keys()->Add(routing.shard_keys[s].begin(),
                                routing.shard_keys[s].end());
-    if (options_.encoding == v1::FLOAT16) {
+    if (options_.encoding == WireEncoding::kFloat16) {
       std::vector<uint16_t> halves(summed[s].size());
       FloatsToHalves(summed[s].data(), summed[s].size(), halves.data());
       batch->set_values_fp16(
@@ -611,7 +617,7 @@ absl::Status PsClient::PushRouted(absl::string_view table,
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<v1::StatsResponse>> PsClient::Stats() {
+absl::StatusOr<std::vector<v1::StatsResponse>> PsClientImpl::Stats() {
   std::vector<v1::StatsResponse> responses(num_shards());
   STRATA_RETURN_IF_ERROR(ForEachShard(responses.size(), [&](size_t s) {
     responses[s].Clear();
@@ -620,7 +626,7 @@ absl::StatusOr<std::vector<v1::StatsResponse>> PsClient::Stats() {
   return responses;
 }
 
-absl::StatusOr<std::vector<v1::CheckpointResponse>> PsClient::Checkpoint(
+absl::StatusOr<std::vector<v1::CheckpointResponse>> PsClientImpl::Checkpoint(
     absl::string_view checkpoint_id, uint64_t global_step, bool incremental) {
   v1::CheckpointRequest request;
   request.set_checkpoint_id(std::string(checkpoint_id));
@@ -634,7 +640,7 @@ absl::StatusOr<std::vector<v1::CheckpointResponse>> PsClient::Checkpoint(
   return responses;
 }
 
-absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(
+absl::StatusOr<std::vector<v1::RestoreResponse>> PsClientImpl::Restore(
     absl::string_view checkpoint_id) {
   v1::RestoreRequest request;
   request.set_checkpoint_id(std::string(checkpoint_id));
@@ -646,10 +652,17 @@ absl::StatusOr<std::vector<v1::RestoreResponse>> PsClient::Restore(
   return responses;
 }
 
-absl::Status PsClient::CheckHealth() {
+absl::Status PsClientImpl::CheckHealth() {
   return ForEachShard(num_shards(), [&](size_t s) {
     return shards_[s]->CheckHealth(options_.rpc_timeout);
   });
+}
+
+}  // namespace client_internal
+
+absl::StatusOr<std::unique_ptr<PsClient>> PsClient::Create(
+    const PsClientOptions& options) {
+  return client_internal::PsClientImpl::Create(options);
 }
 
 }  // namespace strata

@@ -8,9 +8,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "client/shard_client.h"
 #include "common/primary_redirect.h"
 #include "common/status_macros.h"
-#include "worker/shard_client.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "proto/strata.pb.h"
 
 namespace strata {
 namespace {

@@ -1,4 +1,4 @@
-#include "serving/serving_client.h"
+#include "client/internal/serving_client_impl.h"
 
 #include <algorithm>
 #include <utility>
@@ -9,8 +9,9 @@
 #include "grpcpp/grpcpp.h"
 
 namespace strata {
+namespace client_internal {
 
-absl::StatusOr<std::unique_ptr<ServingClient>> ServingClient::Create(
+absl::StatusOr<std::unique_ptr<ServingClient>> ServingClientImpl::Create(
     const ServingClientOptions& options) {
   if (options.endpoints.empty()) {
     return absl::InvalidArgumentError("ServingClient needs an endpoint");
@@ -21,10 +22,10 @@ absl::StatusOr<std::unique_ptr<ServingClient>> ServingClient::Create(
                                   options.tls_client_key_file);
   if (!credentials.ok()) return credentials.status();
   return std::unique_ptr<ServingClient>(
-      new ServingClient(options, *std::move(credentials)));
+      new ServingClientImpl(options, *std::move(credentials)));
 }
 
-ServingClient::ServingClient(
+ServingClientImpl::ServingClientImpl(
     const ServingClientOptions& options,
     std::shared_ptr<grpc::ChannelCredentials> credentials)
     : options_(options) {
@@ -46,7 +47,7 @@ ServingClient::ServingClient(
   }
 }
 
-absl::Status ServingClient::WithRetries(
+absl::Status ServingClientImpl::WithRetries(
     const std::function<grpc::Status(v1::ServingService::Stub&,
                                      grpc::ClientContext&)>& call) {
   const absl::Time give_up = options_.clock->Now() + options_.retry_deadline;
@@ -87,10 +88,10 @@ absl::Status ServingClient::WithRetries(
   }
 }
 
-absl::Status ServingClient::Lookup(absl::string_view table,
-                                   absl::Span<const uint64_t> keys,
-                                   absl::Span<float> out,
-                                   uint32_t* num_missing) {
+absl::Status ServingClientImpl::Lookup(absl::string_view table,
+                                       absl::Span<const uint64_t> keys,
+                                       absl::Span<float> out,
+                                       uint32_t* num_missing) {
   if (keys.empty()) return absl::InvalidArgumentError("Lookup of no keys");
   if (out.size() % keys.size() != 0) {
     return absl::InvalidArgumentError(
@@ -119,7 +120,7 @@ absl::Status ServingClient::Lookup(absl::string_view table,
   return absl::OkStatus();
 }
 
-absl::StatusOr<v1::ServingStatusResponse> ServingClient::Status() {
+absl::StatusOr<v1::ServingStatusResponse> ServingClientImpl::Status() {
   v1::ServingStatusResponse response;
   absl::Status status = WithRetries(
       [&](v1::ServingService::Stub& stub, grpc::ClientContext& context) {
@@ -128,6 +129,13 @@ absl::StatusOr<v1::ServingStatusResponse> ServingClient::Status() {
       });
   if (!status.ok()) return status;
   return response;
+}
+
+}  // namespace client_internal
+
+absl::StatusOr<std::unique_ptr<ServingClient>> ServingClient::Create(
+    const ServingClientOptions& options) {
+  return client_internal::ServingClientImpl::Create(options);
 }
 
 }  // namespace strata

@@ -14,6 +14,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "client/ps_client.h"
+#include "client/shard_client.h"
 #include "common/hash.h"
 #include "common/shard_map.h"
 #include "gmock/gmock.h"
@@ -24,8 +26,6 @@
 #include "tests/testing/fake_clock.h"
 #include "tests/testing/forwarding_shard_client.h"
 #include "tests/testing/status_matchers.h"
-#include "worker/ps_client.h"
-#include "worker/shard_client.h"
 
 namespace strata {
 namespace {

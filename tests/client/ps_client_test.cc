@@ -1,6 +1,6 @@
 // PsClient against two real strata-server processes on loopback.
 
-#include "worker/ps_client.h"
+#include "client/ps_client.h"
 
 #include <algorithm>
 #include <atomic>
@@ -16,16 +16,17 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/shard_client.h"
 #include "common/fp16.h"
 #include "embedding/embedding_table.h"
 #include "embedding/initializer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/strata.pb.h"
 #include "server/table_config_proto.h"
 #include "tests/testing/forwarding_shard_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
-#include "worker/shard_client.h"
 
 namespace strata {
 namespace {
@@ -290,7 +291,7 @@ TEST_F(PsClientTest, Fp16ClientPullsRoundedRowsAndPushesGradients) {
   const v1::TableConfig table = UniformSgdTable("t");
   ASSERT_THAT(client_->CreateTable(table), IsOk());
   PsClientOptions options;
-  options.encoding = v1::FLOAT16;
+  options.encoding = WireEncoding::kFloat16;
   std::unique_ptr<PsClient> fp16 = MakeClient(options);
   ASSERT_NE(fp16, nullptr);
   const std::vector<uint64_t> keys = Keys(30, "t");

@@ -2,7 +2,7 @@
 // gRPC seam) that refuses every call for overload, as an overloaded
 // strata-serving does.
 
-#include "serving/serving_client.h"
+#include "client/serving_client.h"
 
 #include <atomic>
 #include <memory>

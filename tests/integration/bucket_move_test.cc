@@ -19,14 +19,14 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "client/ps_client.h"
+#include "client/serving_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/strata.pb.h"
-#include "serving/serving_client.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wait_until.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace {

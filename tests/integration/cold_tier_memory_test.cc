@@ -15,12 +15,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "client/ps_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/strata.pb.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace {

@@ -25,11 +25,13 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/ps_client.h"
+#include "client/serving_client.h"
 #include "embedding/optimizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/strata.pb.h"
 #include "server/table_config_proto.h"
-#include "serving/serving_client.h"
 #include "tests/testing/etcd_process.h"
 #include "tests/testing/replicas.h"
 #include "tests/testing/server_process.h"
@@ -37,7 +39,6 @@
 #include "tests/testing/training_data.h"
 #include "tests/testing/wait_until.h"
 #include "worker/data/datagen.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace {

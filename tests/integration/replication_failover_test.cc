@@ -21,11 +21,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "client/ps_client.h"
+#include "client/serving_client.h"
 #include "coordination/etcd_client.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "serving/serving_client.h"
+#include "proto/strata.pb.h"
 #include "tests/testing/etcd_process.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/replicas.h"
@@ -33,7 +35,6 @@
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/tcp_proxy.h"
 #include "tests/testing/wait_until.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace {

@@ -14,14 +14,15 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "client/ps_client.h"
 #include "embedding/embedding_table.h"
 #include "embedding/table_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/strata.pb.h"
 #include "server/table_config_proto.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace {

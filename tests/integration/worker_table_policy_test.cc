@@ -8,13 +8,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/ps_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/strata.pb.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/training_data.h"
 #include "worker/data/datagen.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace {

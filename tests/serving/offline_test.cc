@@ -10,12 +10,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "client/ps_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/strata.pb.h"
 #include "tests/serving/serving_test_cluster.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace {

@@ -8,13 +8,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/ps_client.h"
+#include "client/serving_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "serving/serving_client.h"
+#include "proto/strata.pb.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/test_certs.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace {

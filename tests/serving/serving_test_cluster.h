@@ -9,10 +9,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "client/ps_client.h"
+#include "client/serving_client.h"
 #include "proto/strata.pb.h"
-#include "serving/serving_client.h"
 #include "tests/testing/server_process.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace testing {

@@ -5,7 +5,9 @@
 #include <string>
 #include <utility>
 
-#include "worker/shard_client.h"
+#include "client/shard_client.h"
+#include "grpcpp/support/byte_buffer.h"
+#include "proto/strata.pb.h"
 
 namespace strata {
 namespace testing {

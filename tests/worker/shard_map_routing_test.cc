@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
+#include "client/ps_client.h"
+#include "client/shard_client.h"
 #include "common/file_system.h"
 #include "common/hash.h"
 #include "common/shard_map.h"
@@ -18,6 +20,7 @@
 #include "grpcpp/support/byte_buffer.h"
 #include "gtest/gtest.h"
 #include "proto/shard_map_proto.h"
+#include "proto/strata.pb.h"
 #include "server/shard_map_store.h"
 #include "tests/testing/etcd_process.h"
 #include "tests/testing/forwarding_shard_client.h"
@@ -25,8 +28,6 @@
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wait_until.h"
-#include "worker/ps_client.h"
-#include "worker/shard_client.h"
 
 namespace strata {
 namespace {

@@ -3,8 +3,8 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "client/ps_client.h"
 #include "worker/data/criteo_format.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 

@@ -5,10 +5,10 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "client/ps_client.h"
 #include "worker/collective/collective.h"
 #include "worker/data/criteo_format.h"
 #include "worker/data/metrics.h"
-#include "worker/ps_client.h"
 #include "worker/training/batch_pipeline.h"
 #include "worker/training/trainer.h"
 

@@ -17,9 +17,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "client/ps_client.h"
 #include "common/hash.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "proto/strata.pb.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/training_data.h"
@@ -28,7 +30,6 @@
 #include "worker/collective/rendezvous.h"
 #include "worker/data/criteo_format.h"
 #include "worker/data/datagen.h"
-#include "worker/ps_client.h"
 
 namespace strata {
 namespace {
