@@ -749,14 +749,7 @@ grpc::ServerWriteReactor<v1::ChangeBatch>* ShardService::Subscribe(
   options.num_shards = options_.num_shards;
   options.stall_timeout = options_.subscriber_stall_timeout;
   options.open_streams = subscribers_;
-  options.owned_buckets = [this] {
-    const std::shared_ptr<const ShardMap> map = shard_map();
-    std::vector<bool> owned(kNumBuckets);
-    for (uint32_t b = 0; b < kNumBuckets; ++b) {
-      owned[b] = map->OwnerOf(b) == options_.shard_index;
-    }
-    return owned;
-  };
+  options.shard_map = [this] { return shard_map(); };
   if (ReplicaGroup* group = options_.replica_group; group != nullptr) {
     options.describe_replica_group = [group](v1::ReplicaGroupInfo* info) {
       FillReplicaGroupInfo(group->GetStatus(), info);

@@ -18,14 +18,14 @@ void AddRows(const ChangedRows& rows, v1::ChangeBatch& batch) {
   out->mutable_values()->Add(rows.values.begin(), rows.values.end());
 }
 
-// The rows of `rows` whose bucket is in `owned`.
-void AddOwnedRows(const ChangedRows& rows, const std::vector<bool>& owned,
+// The rows of `rows` that `map` gives to shard `shard`.
+void AddOwnedRows(const ChangedRows& rows, const ShardMap& map, uint32_t shard,
                   v1::ChangeBatch& batch) {
   v1::TableBatch* out = batch.add_rows();
   out->set_table(rows.table);
   const uint64_t table_hash = HashString(rows.table);
   for (size_t i = 0; i < rows.keys.size(); ++i) {
-    if (!owned[BucketOf(table_hash, rows.keys[i])]) continue;
+    if (map.OwnerOfKey(table_hash, rows.keys[i]) != shard) continue;
     out->add_keys(rows.keys[i]);
     const float* row = rows.values.data() + i * rows.dim;
     out->mutable_values()->Add(row, row + rows.dim);
@@ -125,8 +125,8 @@ absl::Status Subscription::SendSnapshot(uint64_t* sequence) {
     *begin.add_table_configs() = TableConfigToProto(config);
   }
   if (!Send(std::move(begin))) return absl::CancelledError("stream closed");
-  std::vector<bool> owned;
-  if (options_.owned_buckets) owned = options_.owned_buckets();
+  const std::shared_ptr<const ShardMap> map =
+      options_.shard_map ? options_.shard_map() : nullptr;
   ChangedRows chunk;
   while (true) {
     absl::StatusOr<bool> more = snapshot.Next(chunk);
@@ -134,8 +134,8 @@ absl::Status Subscription::SendSnapshot(uint64_t* sequence) {
     if (!*more) break;
     v1::ChangeBatch rows =
         NewBatch(v1::ChangeBatch::SNAPSHOT_ROWS, snapshot.sequence());
-    if (owned.size() == kNumBuckets) {
-      AddOwnedRows(chunk, owned, rows);
+    if (map != nullptr) {
+      AddOwnedRows(chunk, *map, options_.shard_index, rows);
     } else {
       AddRows(chunk, rows);
     }

@@ -11,6 +11,7 @@
 
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "common/shard_map.h"
 #include "embedding/embedding_store.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/strata.pb.h"
@@ -34,11 +35,12 @@ struct SubscriptionOptions {
   // A replicated shard: fills in the replica group's state, which a batch
   // carries about once per heartbeat_interval. Null when not replicated.
   std::function<void(v1::ReplicaGroupInfo*)> describe_replica_group;
-  // The buckets the shard owns now (kNumBuckets flags), asked at the start
-  // of each snapshot: a snapshot leaves out the rows of other buckets, such
-  // as a bucket move's copy that the target does not own yet (its values
-  // are older than the source's stream). Null sends every row.
-  std::function<std::vector<bool>()> owned_buckets;
+  // The shard map now, asked at the start of each snapshot: a snapshot
+  // leaves out the rows of buckets it gives to other shards than
+  // shard_index, such as a bucket move's copy that the target does not own
+  // yet (its values are older than the source's stream). Null sends every
+  // row.
+  std::function<std::shared_ptr<const ShardMap>()> shard_map;
 };
 
 // One follower's change stream (ParameterServer.Subscribe): a snapshot when

@@ -9,9 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -21,6 +19,7 @@
 #include "absl/strings/str_join.h"
 #include "client/ps_client.h"
 #include "client/serving_client.h"
+#include "common/file_system.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/strata.pb.h"
@@ -38,19 +37,6 @@ using ::strata::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 constexpr uint32_t kDim = 4;
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-void WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  ASSERT_TRUE(out.good()) << path;
-}
 constexpr char kTable[] = "clicks";
 constexpr uint64_t kKeySpace = 6000;
 
@@ -374,16 +360,17 @@ TEST_F(BucketMoveTest, GrowsToFourShardsAndShrinksToThreeWhileTwoTrainersPush) {
   // As if it had stopped between keeping the 3-shard map and recording the
   // count: the restart with the map's count finishes the change.
   const std::string placement = shards_[1]->data_dir() + "/SHARD_PLACEMENT";
-  std::string recorded = ReadFile(placement);
+  std::string recorded = testing::ReadFileOrEmpty(placement);
   ASSERT_THAT(recorded, HasSubstr("num_shards=3\n"));
   recorded.replace(recorded.find("num_shards=3"), 12, "num_shards=4");
-  WriteFile(placement, recorded);
+  ASSERT_THAT(FileSystem::Default()->WriteFileAtomically(placement, recorded),
+              IsOk());
   ServerProcessOptions now;
   now.data_dir = shards_[1]->data_dir();
   now.flags = {"--num_shards=3", "--shard_index=1"};
   ServerProcess restarted(now);
   ASSERT_THAT(restarted.Start(), IsOk());
-  EXPECT_THAT(ReadFile(placement), HasSubstr("num_shards=3\n"));
+  EXPECT_THAT(testing::ReadFileOrEmpty(placement), HasSubstr("num_shards=3\n"));
 }
 
 class BucketMoveKillTest : public BucketMoveTest,
