@@ -34,9 +34,14 @@ def test_bench_matrix_runs_and_reports_cpu_per_million_keys(tmp_path):
         assert float(keys_per_s) > 0, row
         match = re.fullmatch(r"([0-9.]+) \(client ([0-9.]+)\)", cpu)
         assert match, row
-        # The total holds the client's share and the server's (> 0: it
-        # answered every request).
-        assert float(match.group(1)) > float(match.group(2)) >= 0, row
+        total, client = float(match.group(1)), float(match.group(2))
+        assert total >= client >= 0, row
+        # A timed row's server answered requests for the whole duration, so
+        # its share is above zero. A load row is one pass over 20,000 keys:
+        # redis-server can take less than one clock tick (10 ms) for it, and
+        # /proc counts CPU time in ticks.
+        if "load" not in label:
+            assert total > client, row
 
 
 def test_ceiling_run_measures_strata_and_both_transport_ceilings():
