@@ -1,6 +1,7 @@
 #include "worker/worker_options.h"
 
 #include <cstdint>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
@@ -10,6 +11,7 @@
 #include "absl/strings/string_view.h"
 #include "common/file_system.h"
 #include "common/table_policy_flags.h"
+#include "worker/training/feature_tables.h"
 #ifdef STRATA_WITH_CUDA
 #include "worker/collective/nccl_collective.h"
 #endif
@@ -49,7 +51,18 @@ ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial dense parameters and rows.");
 ABSL_FLAG(std::string, dense_optimizer, "adam", "adam or adagrad.");
 ABSL_FLAG(double, dense_learning_rate, 1e-3, "Dense learning rate.");
 ABSL_FLAG(std::string, table, "dlrm_embeddings",
-          "PS table of the embeddings (created by rank 0 when missing).");
+          "PS table of the embeddings (created by rank 0 when missing); with "
+          "--model_config it only names the wide term's <table>_wide.");
+ABSL_FLAG(std::string, model_config, "",
+          "YAML file grouping the categorical fields into PS tables of their "
+          "own, each with its optimizer, admission, eviction and memory "
+          "budget (`tables:` a list of name, fields (C1..C26 or ranges such "
+          "as C1-C10), and optionally dim, optimizer, learning_rate, "
+          "initial_accumulator, init_stddev, admit_min_count, "
+          "admit_probability, admit_sketch_width, admit_sketch_depth, "
+          "evict_after_steps, evict_after_seconds, evict_min_norm, "
+          "memory_budget_mb; a key left out takes this program's flag). "
+          "Empty: every field in --table.");
 ABSL_FLAG(std::string, sparse_optimizer, "adagrad",
           "Optimizer of the embedding rows on the PS: sgd, adagrad, adam or "
           "ftrl.");
@@ -228,6 +241,13 @@ absl::Status ReadModelFlags(WorkerFlags* flags) {
   // the worker attaches to one made before it.
   SetTablePoliciesFromFlags(table);
   flags->trainer.table = absl::GetFlag(FLAGS_table);
+  const std::string model_config = absl::GetFlag(FLAGS_model_config);
+  if (!model_config.empty()) {
+    auto tables = ReadFeatureTables(model_config, table, model.embedding_dim,
+                                    model.num_fields);
+    if (!tables.ok()) return tables.status();
+    flags->trainer.feature_tables = std::move(*tables);
+  }
   return ReadWideFlags(flags);
 }
 

@@ -22,6 +22,7 @@ declare -A targets=(
   [pull_wire_fuzzer]="tests/fuzz/pull_wire_fuzzer.cc common/pull_wire.cc"
   [cluster_file_fuzzer]="tests/fuzz/cluster_file_fuzzer.cc common/cluster_file.cc"
   [checkpoint_manifest_fuzzer]="tests/fuzz/checkpoint_manifest_fuzzer.cc embedding/internal/checkpoint_manifest.cc"
+  [model_config_fuzzer]="tests/fuzz/model_config_fuzzer.cc worker/training/feature_tables.cc BUILD/proto/gen/proto/strata.pb.cc"
   [table_config_fuzzer]="tests/fuzz/table_config_fuzzer.cc server/table_config_proto.cc embedding/table_config.cc BUILD/proto/gen/proto/strata.pb.cc"
 )
 total=0

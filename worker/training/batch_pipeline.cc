@@ -1,9 +1,11 @@
 #include "worker/training/batch_pipeline.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "client/ps_client.h"
+#include "common/status_macros.h"
 #include "worker/data/criteo_format.h"
 
 namespace strata {
@@ -42,6 +44,49 @@ void IndexKeys(PreparedBatch* batch) {
   if (batch->offsets.empty()) batch->offsets.push_back(0);
 }
 
+// Fills key_tables of an indexed `batch` from its fields' tables.
+void SetKeyTables(const FieldTables& tables, PreparedBatch* batch) {
+  batch->key_tables.clear();
+  if (tables.names.size() < 2 || tables.table_of_field.empty()) return;
+  batch->key_tables.assign(batch->unique_keys.size(), 0);
+  const size_t examples = batch->examples.size();
+  if (examples == 0) return;
+  const size_t fields = (batch->offsets.size() - 1) / examples;
+  for (size_t slot = 0; slot < examples * fields; ++slot) {
+    const int table = tables.table_of_field[slot % fields];
+    for (uint32_t k = batch->offsets[slot]; k < batch->offsets[slot + 1]; ++k) {
+      batch->key_tables[batch->rows[k]] = table;
+    }
+  }
+}
+
+// Pulls each unique key's row from its table into batch->embeddings.
+absl::Status PullRows(PsClient& ps, const FieldTables& tables, int dim,
+                      PreparedBatch* batch) {
+  batch->embeddings.resize(batch->unique_keys.size() * dim);
+  if (batch->key_tables.empty()) {
+    return ps.Pull(tables.names[0], batch->unique_keys,
+                   absl::MakeSpan(batch->embeddings));
+  }
+  std::vector<TableRows> by_table =
+      SplitRowsByTable(*batch, {}, dim, tables.names.size());
+  std::vector<size_t> next(by_table.size(), 0);
+  for (size_t t = 0; t < by_table.size(); ++t) {
+    TableRows& rows = by_table[t];
+    if (rows.keys.empty()) continue;
+    rows.values.resize(rows.keys.size() * dim);
+    STRATA_RETURN_IF_ERROR(
+        ps.Pull(tables.names[t], rows.keys, absl::MakeSpan(rows.values)));
+  }
+  // Back in unique-key order: each table's keys are in that order too.
+  for (size_t k = 0; k < batch->unique_keys.size(); ++k) {
+    const int t = batch->key_tables[k];
+    std::copy_n(by_table[t].values.data() + next[t]++ * dim, dim,
+                batch->embeddings.data() + k * dim);
+  }
+  return absl::OkStatus();
+}
+
 // Calls visit(example, row) for every key occurrence of `batch`.
 template <typename Visit>
 void ForEachKeyOfExample(const PreparedBatch& batch, Visit visit) {
@@ -73,18 +118,30 @@ absl::Status PullWideTerm(PsClient& ps, const std::string& wide_table,
 
 }  // namespace
 
-absl::Status IndexAndPull(PsClient& ps, const std::string& table,
+absl::Status IndexAndPull(PsClient& ps, const FieldTables& tables,
                           int embedding_dim, const std::string& wide_table,
                           PreparedBatch* batch) {
   IndexKeys(batch);
-  batch->embeddings.resize(batch->unique_keys.size() * embedding_dim);
-  if (absl::Status s =
-          ps.Pull(table, batch->unique_keys, absl::MakeSpan(batch->embeddings));
-      !s.ok()) {
-    return s;
-  }
+  SetKeyTables(tables, batch);
+  STRATA_RETURN_IF_ERROR(PullRows(ps, tables, embedding_dim, batch));
   if (wide_table.empty()) return absl::OkStatus();
   return PullWideTerm(ps, wide_table, batch);
+}
+
+std::vector<TableRows> SplitRowsByTable(const PreparedBatch& batch,
+                                        absl::Span<const float> values, int dim,
+                                        size_t num_tables) {
+  std::vector<TableRows> by_table(num_tables);
+  for (size_t k = 0; k < batch.unique_keys.size(); ++k) {
+    TableRows& rows =
+        by_table[batch.key_tables.empty() ? 0 : batch.key_tables[k]];
+    rows.keys.push_back(batch.unique_keys[k]);
+    if (!values.empty()) {
+      rows.values.insert(rows.values.end(), values.begin() + k * dim,
+                         values.begin() + (k + 1) * dim);
+    }
+  }
+  return by_table;
 }
 
 std::vector<float> WideGradients(const PreparedBatch& batch,
@@ -100,8 +157,8 @@ std::vector<float> WideGradients(const PreparedBatch& batch,
 
 absl::StatusOr<std::unique_ptr<BatchPipeline>> BatchPipeline::Start(
     BatchPipelineOptions options) {
-  if (options.ps == nullptr || options.table.empty() || options.epochs < 1 ||
-      options.depth < 0 || options.embedding_dim < 1) {
+  if (options.ps == nullptr || options.tables.names.empty() ||
+      options.epochs < 1 || options.depth < 0 || options.embedding_dim < 1) {
     return absl::InvalidArgumentError(
         "batch pipeline needs a PS client, a table, epochs >= 1, depth >= 0 "
         "and embedding_dim >= 1");
@@ -151,7 +208,7 @@ absl::StatusOr<std::unique_ptr<PreparedBatch>> BatchPipeline::Produce() {
   }
   batch->epoch = epoch_;
   if (absl::Status s =
-          IndexAndPull(*options_.ps, options_.table, options_.embedding_dim,
+          IndexAndPull(*options_.ps, options_.tables, options_.embedding_dim,
                        options_.wide_table, batch.get());
       !s.ok()) {
     return s;

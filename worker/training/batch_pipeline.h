@@ -19,6 +19,14 @@ namespace strata {
 
 class PsClient;
 
+// Which PS table holds each categorical field's rows (keys of different
+// fields never collide, so each key has one table).
+struct FieldTables {
+  std::vector<std::string> names;  // at least one
+  // Index into names of each field's table; empty: every field in names[0].
+  std::vector<int> table_of_field;
+};
+
 // A batch ready for the model: its examples, the unique keys of its
 // categorical features, where each (example, field) finds its row among
 // them, and the rows pulled from the PS.
@@ -28,6 +36,9 @@ struct PreparedBatch {
   std::vector<uint32_t> offsets;  // examples.size() * num_fields + 1
   std::vector<uint32_t> rows;     // into unique_keys
   std::vector<float> embeddings;  // unique_keys.size() x embedding_dim
+  // With several tables: the table of each unique key (an index into
+  // FieldTables::names). Empty with one table.
+  std::vector<int> key_tables;
   // With a wide term: each example's sum of its keys' weights (the logit
   // offsets). Empty without one.
   std::vector<float> wide_logits;
@@ -40,12 +51,25 @@ struct PreparedBatch {
 // Indexes the keys of `batch`'s examples (fills unique_keys, in order of
 // first appearance, and offsets and rows: one or more keys per field, as
 // multi-hot fields are pooled by the model) and pulls their rows
-// from `table` (dimension `embedding_dim`); with a `wide_table` (dim 1),
-// also their weights, each example's summed into wide_logits (every key of
-// every field once per occurrence). What training and evaluation both do.
-absl::Status IndexAndPull(PsClient& ps, const std::string& table,
+// from their fields' `tables` (dimension `embedding_dim`; one pull per
+// table); with a `wide_table` (dim 1), also their weights, each example's
+// summed into wide_logits (every key of every field once per occurrence).
+// What training and evaluation both do.
+absl::Status IndexAndPull(PsClient& ps, const FieldTables& tables,
                           int embedding_dim, const std::string& wide_table,
                           PreparedBatch* batch);
+
+// The keys of one table and their values (dim floats each).
+struct TableRows {
+  std::vector<uint64_t> keys;
+  std::vector<float> values;
+};
+
+// `values` (one row of `dim` per unique key of `batch`) split by the keys'
+// tables: one TableRows per table of `num_tables`, keys in batch order.
+std::vector<TableRows> SplitRowsByTable(const PreparedBatch& batch,
+                                        absl::Span<const float> values, int dim,
+                                        size_t num_tables);
 
 // The wide weights' gradients of the summed loss, times `scale`: each key
 // gets p_i - y_i (the logit's gradient) for every occurrence in example i.
@@ -63,7 +87,7 @@ struct BatchPipelineOptions {
   // Batches read and pulled ahead of the one being trained; 0 runs each
   // Next() synchronously on the caller's thread.
   int depth = 1;
-  std::string table;
+  FieldTables tables;
   int embedding_dim = 16;
   std::string wide_table;  // empty: no wide term
   PsClient* ps = nullptr;  // not owned

@@ -10,6 +10,7 @@
 #include "common/file_system.h"
 #include "common/logging.h"
 #include "common/metrics.h"
+#include "common/status_macros.h"
 #include "proto/strata.pb.h"
 #include "worker/async_pusher.h"
 #include "worker/collective/collective.h"
@@ -35,6 +36,58 @@ int64_t GetInt(const float* in) {
   return value;
 }
 
+// Fills in options.feature_tables with one table of every field when it is
+// empty, and checks that every field is in exactly one table of the model's
+// dimension, under a name of its own.
+absl::Status CheckFeatureTables(TrainerOptions& options) {
+  const int num_fields = options.model.num_fields;
+  if (options.feature_tables.empty()) {
+    FeatureTable all;
+    all.name = options.table;
+    all.config = options.table_config;
+    for (int f = 0; f < num_fields; ++f) all.fields.push_back(f);
+    options.feature_tables.push_back(std::move(all));
+  }
+  std::vector<int> tables_of_field(num_fields, 0);
+  for (FeatureTable& table : options.feature_tables) {
+    table.config.set_name(table.name);
+    table.config.set_dim(static_cast<uint32_t>(options.model.embedding_dim));
+    if (table.name.empty() || table.name == options.wide_table) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("feature table name \"", table.name,
+                       "\" is empty or the wide term's table"));
+    }
+    for (int f : table.fields) {
+      if (f < 0 || f >= num_fields) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("feature table \"", table.name, "\" names field ", f,
+                         " of a model with ", num_fields));
+      }
+      ++tables_of_field[f];
+    }
+  }
+  for (int f = 0; f < num_fields; ++f) {
+    if (tables_of_field[f] != 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("field C", f + 1, " is in ", tables_of_field[f],
+                       " feature tables; it must be in one"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+FieldTables FieldTablesOf(const TrainerOptions& options) {
+  FieldTables tables;
+  tables.table_of_field.resize(options.model.num_fields);
+  for (const FeatureTable& table : options.feature_tables) {
+    for (int f : table.fields) {
+      tables.table_of_field[f] = static_cast<int>(tables.names.size());
+    }
+    tables.names.push_back(table.name);
+  }
+  return tables;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
@@ -53,6 +106,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   if (options.restore && options.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("restore needs a checkpoint directory");
   }
+  STRATA_RETURN_IF_ERROR(CheckFeatureTables(options));
   options.train.rank = collective->rank();
   options.train.world_size = collective->world_size();
   auto optimizer = DenseOptimizer::Create(options.dense_optimizer,
@@ -72,16 +126,16 @@ Trainer::Trainer(TrainerOptions options, PsClient* ps, Collective* collective,
       model_(std::move(model)),
       optimizer_(std::move(optimizer)),
       fs_(options_.fs != nullptr ? options_.fs : FileSystem::Default()),
+      field_tables_(FieldTablesOf(options_)),
       parameters_(InitialDenseParameters(options_.model)) {}
 
 Trainer::~Trainer() = default;
 
 absl::Status Trainer::Setup() {
   if (collective_->rank() == 0) {
-    v1::TableConfig config = options_.table_config;
-    config.set_name(options_.table);
-    config.set_dim(options_.model.embedding_dim);
-    if (absl::Status s = ps_->CreateTable(config); !s.ok()) return s;
+    for (const FeatureTable& table : options_.feature_tables) {
+      STRATA_RETURN_IF_ERROR(ps_->CreateTable(table.config));
+    }
     if (!options_.wide_table.empty()) {
       v1::TableConfig wide = options_.wide_table_config;
       wide.set_name(options_.wide_table);
@@ -165,7 +219,7 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   pipeline_options.epochs = options_.epochs - epoch_;
   pipeline_options.skip_batches = batches_in_epoch_;
   pipeline_options.depth = options_.staleness;
-  pipeline_options.table = options_.table;
+  pipeline_options.tables = field_tables_;
   pipeline_options.embedding_dim = options_.model.embedding_dim;
   pipeline_options.wide_table = options_.wide_table;
   pipeline_options.ps = ps_;
@@ -176,9 +230,11 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   }
   auto pipeline = BatchPipeline::Start(pipeline_options);
   if (!pipeline.ok()) return pipeline.status();
-  pusher_ = std::make_unique<AsyncPusher>(ps_, options_.table,
-                                          std::max(1, options_.staleness));
-  AsyncPusher& pusher = *pusher_;
+  pushers_.clear();
+  for (const std::string& table : field_tables_.names) {
+    pushers_.push_back(std::make_unique<AsyncPusher>(
+        ps_, table, std::max(1, options_.staleness)));
+  }
   if (!options_.wide_table.empty()) {
     wide_pusher_ = std::make_unique<AsyncPusher>(
         ps_, options_.wide_table, std::max(1, options_.staleness));
@@ -241,12 +297,8 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
           return s;
         }
       }
-      if (absl::Status s =
-              pusher.Push(std::move(b->unique_keys), std::move(row_gradients),
-                          static_cast<uint64_t>(step_) + 1);
-          !s.ok()) {
-        return s;
-      }
+      STRATA_RETURN_IF_ERROR(PushRows(*b, std::move(row_gradients),
+                                      static_cast<uint64_t>(step_) + 1));
       ++batches_in_epoch_;
       current_epoch_ = epoch_ + b->epoch;
     }
@@ -263,7 +315,7 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
       options_.metrics->RecordStep(
           step_, b != nullptr ? static_cast<int64_t>(b->examples.size()) : 0,
           static_cast<int64_t>(global_examples));
-      options_.metrics->RecordPushedKeys(pusher.pushed_keys());
+      options_.metrics->RecordPushedKeys(PushedKeys());
       options_.metrics->RecordMalformedLines((*pipeline)->malformed_lines());
     }
 
@@ -400,10 +452,35 @@ absl::Status Trainer::TakePsCheckpoint(std::string& id) {
   return taken.status();
 }
 
+absl::Status Trainer::PushRows(PreparedBatch& batch,
+                               std::vector<float> row_gradients,
+                               uint64_t step) {
+  if (pushers_.size() == 1) {
+    return pushers_[0]->Push(std::move(batch.unique_keys),
+                             std::move(row_gradients), step);
+  }
+  std::vector<TableRows> by_table = SplitRowsByTable(
+      batch, row_gradients, options_.model.embedding_dim, pushers_.size());
+  for (size_t t = 0; t < by_table.size(); ++t) {
+    if (by_table[t].keys.empty()) continue;
+    STRATA_RETURN_IF_ERROR(pushers_[t]->Push(
+        std::move(by_table[t].keys), std::move(by_table[t].values), step));
+  }
+  return absl::OkStatus();
+}
+
+int64_t Trainer::PushedKeys() const {
+  int64_t keys = 0;
+  for (const auto& pusher : pushers_) keys += pusher->pushed_keys();
+  return keys;
+}
+
 absl::Status Trainer::DrainPushes() {
-  for (AsyncPusher* pusher : {pusher_.get(), wide_pusher_.get()}) {
+  std::vector<AsyncPusher*> pushers = {wide_pusher_.get()};
+  for (const auto& pusher : pushers_) pushers.push_back(pusher.get());
+  for (AsyncPusher* pusher : pushers) {
     if (pusher == nullptr) continue;
-    if (absl::Status s = pusher->Drain(); !s.ok()) return s;
+    STRATA_RETURN_IF_ERROR(pusher->Drain());
   }
   return absl::OkStatus();
 }

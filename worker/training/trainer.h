@@ -15,6 +15,8 @@
 #include "worker/data/criteo_reader.h"
 #include "worker/model/dense_model.h"
 #include "worker/model/dense_optimizer.h"
+#include "worker/training/batch_pipeline.h"
+#include "worker/training/feature_tables.h"
 #include "worker/training/progress_csv.h"
 #include "worker/training/tensorboard_events.h"
 
@@ -64,6 +66,10 @@ struct TrainerOptions {
   // filled in from `table` and the model.
   std::string table = "dlrm_embeddings";
   v1::TableConfig table_config;
+  // Or the fields grouped into tables of their own (a model config file):
+  // every field in exactly one, each config's dim the model's embedding_dim.
+  // Each is created by rank 0 when missing. Empty: `table` for every field.
+  std::vector<FeatureTable> feature_tables;
   // The wide (first-order) term beside the DLRM, as in Wide&Deep and
   // DeepFM: one weight per key in this dim-1 table, summed into the
   // example's logit, so that signal carried by single features is learned
@@ -146,7 +152,13 @@ class Trainer {
   // full_checkpoint_every says; may change `id` (a full one after a refused
   // delta).
   absl::Status TakePsCheckpoint(std::string& id);
-  // Waits for every push in flight (both tables').
+  // Queues the pushes of `row_gradients` (one row per unique key of
+  // `batch`, scaled) to the keys' tables, as of global step `step`.
+  absl::Status PushRows(PreparedBatch& batch, std::vector<float> row_gradients,
+                        uint64_t step);
+  // Keys pushed so far, every table's.
+  int64_t PushedKeys() const;
+  // Waits for every push in flight (every table's).
   absl::Status DrainPushes();
   absl::Status Checkpoint();
   absl::Status PredictSlice(size_t begin, size_t end,
@@ -160,15 +172,16 @@ class Trainer {
   std::unique_ptr<DenseModel> model_;
   std::unique_ptr<DenseOptimizer> optimizer_;
   FileSystem* fs_;
+  FieldTables field_tables_;  // from options_.feature_tables
 
   std::vector<float> parameters_;
   int64_t step_ = 0;
   int64_t checkpoints_taken_ = 0;  // by this process, for full_checkpoint_every
   int epoch_ = 0;                  // epochs finished before this run's data
   int64_t batches_in_epoch_ = 0;   // this rank's, of the current epoch
-  std::unique_ptr<Batch> eval_data_;           // loaded on first Evaluate
-  std::unique_ptr<AsyncPusher> pusher_;        // while Run runs
-  std::unique_ptr<AsyncPusher> wide_pusher_;   // with a wide table
+  std::unique_ptr<Batch> eval_data_;  // loaded on first Evaluate
+  std::vector<std::unique_ptr<AsyncPusher>> pushers_;  // per table, in Run
+  std::unique_ptr<AsyncPusher> wide_pusher_;           // with a wide table
   std::unique_ptr<ProgressCsv> progress_csv_;  // rank 0 with progress_file
   // Rank 0 with tensorboard_dir, until a write fails (logged once).
   std::unique_ptr<TensorBoardEvents> tensorboard_;

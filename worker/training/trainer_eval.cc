@@ -31,7 +31,7 @@ absl::Status Trainer::PredictSlice(size_t begin, size_t end,
     const size_t last = std::min(end, first + chunk);
     SliceExamples(*eval_data_, first, last, &batch.examples);
     if (absl::Status s =
-            IndexAndPull(*ps_, options_.table, options_.model.embedding_dim,
+            IndexAndPull(*ps_, field_tables_, options_.model.embedding_dim,
                          options_.wide_table, &batch);
         !s.ok()) {
       return s;

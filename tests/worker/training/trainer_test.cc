@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -413,6 +414,118 @@ TEST_F(TrainerTest, TheWideTermGivesEachKeyTheGradientOfItsExamplesLogits) {
     EXPECT_EQ(table.config().dim(), 1u);
   }
   EXPECT_TRUE(found);
+}
+
+// The three tables of a grouping of the 26 fields: C1, C2-C13, C14-C26.
+std::vector<FeatureTable> ThreeFeatureTables(const std::string& prefix,
+                                             const v1::TableConfig& config) {
+  std::vector<FeatureTable> tables(3);
+  for (int t = 0; t < 3; ++t) {
+    tables[t].name = absl::StrCat(prefix, t);
+    tables[t].config = config;
+  }
+  for (int f = 0; f < kCriteoNumCategorical; ++f) {
+    tables[f == 0 ? 0 : (f < 13 ? 1 : 2)].fields.push_back(f);
+  }
+  return tables;
+}
+
+// Rows of each of `tables`, from the shards' ListTables.
+std::map<std::string, uint64_t> RowsOfTables(
+    const std::vector<std::string>& shards) {
+  PsClientOptions options;
+  options.shard_addresses = shards;
+  std::map<std::string, uint64_t> rows;
+  auto client = PsClient::Create(options);
+  EXPECT_THAT(client.status(), IsOk());
+  if (!client.ok()) return rows;
+  auto tables = (*client)->ListTables();
+  EXPECT_THAT(tables.status(), IsOk());
+  if (!tables.ok()) return rows;
+  for (const v1::TableInfo& table : *tables) {
+    rows[table.config().name()] = table.num_rows();
+  }
+  return rows;
+}
+
+TEST_F(TrainerTest, FieldsInTablesOfTheirOwnTrainExactlyAsOneTable) {
+  // Rows start from (seed, key) alone, so the same optimizer in three
+  // tables gives the same steps as in one, bit for bit.
+  std::vector<uint64_t> one_table, three_tables;
+  auto record = [](std::vector<uint64_t>* hashes) {
+    return [hashes](int64_t, absl::Span<const float> p) {
+      hashes->push_back(HashParameters(p));
+    };
+  };
+  auto one = RunRanks(1, "one_table", [&](int) {
+    TrainerOptions options = Options("one_table", 256);
+    options.max_steps = 12;
+    options.staleness = 0;
+    options.on_step = record(&one_table);
+    return options;
+  });
+  ASSERT_THAT(one[0].status(), IsOk());
+  auto three = RunRanks(1, "three_tables", [&](int) {
+    TrainerOptions options = Options("unused", 256);
+    options.feature_tables =
+        ThreeFeatureTables("grouped_", options.table_config);
+    options.max_steps = 12;
+    options.staleness = 0;
+    options.on_step = record(&three_tables);
+    return options;
+  });
+  ASSERT_THAT(three[0].status(), IsOk());
+  ASSERT_EQ(one_table.size(), 12u);
+  EXPECT_EQ(one_table, three_tables);
+  EXPECT_NE(one_table.front(), one_table.back());
+  // Every key went to its field's table and nowhere else.
+  std::map<std::string, uint64_t> rows = RowsOfTables(Addresses());
+  EXPECT_EQ(rows.count("unused"), 0u);
+  EXPECT_GT(rows["grouped_0"], 0u);
+  EXPECT_GT(rows["grouped_1"], rows["grouped_0"]);
+  EXPECT_GT(rows["grouped_2"], 0u);
+  EXPECT_EQ(rows["grouped_0"] + rows["grouped_1"] + rows["grouped_2"],
+            rows["one_table"]);
+}
+
+TEST_F(TrainerTest, EachKeyIsPulledAndPushedInItsFieldsTable) {
+  // Example 0 holds a and b in C1, example 1 holds c and d in C2; every
+  // other field is empty (one missing-value key per field).
+  const std::string file = absl::StrCat(dir_.path(), "/two_tables");
+  const std::vector<uint64_t> keys = WriteTwoMultiHotExamples(file);
+  TrainerOptions options = Options("unused", 2);
+  options.table_config.mutable_optimizer()->set_type(v1::SGD);
+  options.table_config.mutable_optimizer()->set_learning_rate(1.0f);
+  options.feature_tables = ThreeFeatureTables("split_", options.table_config);
+  options.train.files = {file};
+  options.eval_files = {file};
+  options.staleness = 0;
+  auto results = RunRanks(1, "split", [&](int) { return options; });
+  ASSERT_THAT(results[0].status(), IsOk());
+  EXPECT_EQ(results[0]->eval.examples, 2);
+  std::map<std::string, uint64_t> rows = RowsOfTables(Addresses());
+  // C1: a, b and its missing key (example 1); C2-C13: c, d, C2's missing
+  // key (example 0) and those of C3-C13; C14-C26: their missing keys.
+  EXPECT_EQ(rows["split_0"], 3u);
+  EXPECT_EQ(rows["split_1"], 2u + 1u + 11u);
+  EXPECT_EQ(rows["split_2"], 13u);
+  // a and c were trained where they live: their rows differ from a fresh
+  // row of the same key in a table nothing pushed to.
+  v1::TableConfig fresh = options.table_config;
+  fresh.set_name("fresh");
+  fresh.set_dim(8);
+  {
+    PsClientOptions ps_options;
+    ps_options.shard_addresses = Addresses();
+    auto client = PsClient::Create(ps_options);
+    ASSERT_THAT(client.status(), IsOk());
+    ASSERT_THAT((*client)->CreateTable(fresh), IsOk());
+  }
+  const std::vector<uint64_t> a = {keys[0]}, c = {keys[2]};
+  EXPECT_NE(PullRows(Addresses(), "split_0", a),
+            PullRows(Addresses(), "fresh", a));
+  EXPECT_NE(PullRows(Addresses(), "split_1", c),
+            PullRows(Addresses(), "fresh", c));
 }
 
 TEST_F(TrainerTest, ShardDownPastTheRetryDeadlineStopsWithAnError) {

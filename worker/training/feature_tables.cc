@@ -1,0 +1,315 @@
+#include "worker/training/feature_tables.h"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <type_traits>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "yaml-cpp/yaml.h"
+
+namespace strata {
+namespace {
+
+// Errors name the file and the field: "model.yaml: tables[1].fields: ...".
+class FieldError {
+ public:
+  explicit FieldError(absl::string_view path) : path_(path) {}
+  absl::Status operator()(absl::string_view field,
+                          absl::string_view problem) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config ", path_, ": ", field, ": ", problem));
+  }
+
+ private:
+  std::string path_;
+};
+
+// "C7" -> 6; -1 for anything else.
+int FieldIndex(absl::string_view name, int num_fields) {
+  name = absl::StripAsciiWhitespace(name);
+  if (name.size() < 2 || (name[0] != 'C' && name[0] != 'c')) return -1;
+  int number = 0;
+  if (!absl::SimpleAtoi(name.substr(1), &number)) return -1;
+  return number >= 1 && number <= num_fields ? number - 1 : -1;
+}
+
+// One item of `fields`: "C7" or a range "C1-C10", appended to *fields.
+absl::Status AddFields(absl::string_view item, int num_fields,
+                       std::vector<int>* fields) {
+  std::vector<absl::string_view> ends = absl::StrSplit(item, '-');
+  if (ends.size() > 2) return absl::InvalidArgumentError("");
+  const int first = FieldIndex(ends.front(), num_fields);
+  const int last = FieldIndex(ends.back(), num_fields);
+  if (first < 0 || last < first) return absl::InvalidArgumentError("");
+  for (int f = first; f <= last; ++f) fields->push_back(f);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<int>> ParseFields(const YAML::Node& node,
+                                             absl::string_view field,
+                                             int num_fields,
+                                             const FieldError& error) {
+  // Nodes are handles: copies refer to the same document.
+  std::vector<YAML::Node> items;
+  if (node.IsScalar()) {
+    items.push_back(node);
+  } else if (node.IsSequence()) {
+    for (const YAML::Node& item : node) items.push_back(item);
+  }
+  if (items.empty()) {
+    return error(field, "must list fields, e.g. [C1-C10, C14]");
+  }
+  std::vector<int> fields;
+  for (const YAML::Node& item : items) {
+    if (!item.IsScalar() ||
+        !AddFields(item.Scalar(), num_fields, &fields).ok()) {
+      return error(
+          field,
+          absl::StrCat("\"", item.IsScalar() ? item.Scalar() : "(not a name)",
+                       "\" is not a field name or range of C1..C", num_fields));
+    }
+  }
+  return fields;
+}
+
+absl::StatusOr<v1::OptimizerType> OptimizerType(absl::string_view name) {
+  if (name == "sgd") return v1::SGD;
+  if (name == "adagrad") return v1::ADAGRAD;
+  if (name == "adam") return v1::ADAM;
+  if (name == "ftrl") return v1::FTRL;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown \"", name, "\" (want sgd, adagrad, adam or ftrl)"));
+}
+
+// A setter of one TableConfig key from its scalar text; INVALID_ARGUMENT
+// (with the problem only) on a bad value.
+using Setter = std::function<absl::Status(absl::string_view, v1::TableConfig&)>;
+
+template <typename T>
+absl::StatusOr<T> Number(absl::string_view text) {
+  T value{};
+  bool ok;
+  if constexpr (std::is_floating_point_v<T>) {
+    ok = absl::SimpleAtod(text, &value);
+  } else {
+    ok = absl::SimpleAtoi(text, &value);
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "\"", text, "\" is not a ",
+        std::is_floating_point_v<T> ? "number" : "non-negative integer"));
+  }
+  return value;
+}
+
+// Setter of a numeric field: set(config, value).
+template <typename T, typename Set>
+Setter NumberSetter(Set set) {
+  return [set](absl::string_view text, v1::TableConfig& config) {
+    absl::StatusOr<T> value = Number<T>(text);
+    if (!value.ok()) return value.status();
+    set(config, *value);
+    return absl::OkStatus();
+  };
+}
+
+const std::map<std::string, Setter>& Setters() {
+  using C = v1::TableConfig;
+  static const auto* setters = new std::map<std::string, Setter>{
+      {"optimizer",
+       [](absl::string_view text, C& c) {
+         absl::StatusOr<v1::OptimizerType> type = OptimizerType(text);
+         if (!type.ok()) return type.status();
+         if (*type != c.optimizer().type()) {
+           // Another optimizer's settings do not carry over; zero means
+           // the server's default.
+           const float rate = c.optimizer().learning_rate();
+           c.mutable_optimizer()->Clear();
+           c.mutable_optimizer()->set_type(*type);
+           c.mutable_optimizer()->set_learning_rate(rate);
+         }
+         return absl::OkStatus();
+       }},
+      {"learning_rate", NumberSetter<double>([](C& c, double v) {
+         c.mutable_optimizer()->set_learning_rate(static_cast<float>(v));
+       })},
+      {"initial_accumulator", NumberSetter<double>([](C& c, double v) {
+         c.mutable_optimizer()->set_initial_accumulator(static_cast<float>(v));
+       })},
+      {"init_stddev", NumberSetter<double>([](C& c, double v) {
+         c.mutable_initializer()->set_type(v1::TRUNCATED_NORMAL);
+         c.mutable_initializer()->set_stddev(static_cast<float>(v));
+       })},
+      {"admit_min_count", NumberSetter<uint32_t>([](C& c, uint32_t v) {
+         c.set_admit_min_count(v);
+       })},
+      {"admit_probability", NumberSetter<double>([](C& c, double v) {
+         c.set_admit_probability(static_cast<float>(v));
+       })},
+      {"admit_sketch_width", NumberSetter<uint32_t>([](C& c, uint32_t v) {
+         c.set_admit_sketch_width(v);
+       })},
+      {"admit_sketch_depth", NumberSetter<uint32_t>([](C& c, uint32_t v) {
+         c.set_admit_sketch_depth(v);
+       })},
+      {"evict_after_steps", NumberSetter<uint64_t>([](C& c, uint64_t v) {
+         c.set_evict_after_steps(v);
+       })},
+      {"evict_after_seconds", NumberSetter<uint64_t>([](C& c, uint64_t v) {
+         c.set_evict_after_seconds(v);
+       })},
+      {"evict_min_norm", NumberSetter<double>([](C& c, double v) {
+         c.set_evict_min_norm(static_cast<float>(v));
+       })},
+      {"memory_budget_mb", [](absl::string_view text, C& c) {
+         absl::StatusOr<uint64_t> mib = Number<uint64_t>(text);
+         if (!mib.ok()) return mib.status();
+         // The server checks the budget against the machine; here only
+         // that bytes do not wrap.
+         if (*mib > (uint64_t{1} << 40)) {
+           return absl::InvalidArgumentError("is over 2^40 MiB");
+         }
+         c.set_memory_budget_bytes(*mib << 20);
+         return absl::OkStatus();
+       }}};
+  return *setters;
+}
+
+absl::StatusOr<FeatureTable> ParseTable(const YAML::Node& node,
+                                        const std::string& field,
+                                        const v1::TableConfig& defaults,
+                                        int embedding_dim, int num_fields,
+                                        const FieldError& error) {
+  if (!node.IsMap()) return error(field, "must be a map with name and fields");
+  FeatureTable table;
+  table.config = defaults;
+  bool has_fields = false;
+  for (const auto& entry : node) {
+    const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
+    const std::string key_field = absl::StrCat(field, ".", key);
+    const YAML::Node& value = entry.second;
+    if (key == "fields") {
+      absl::StatusOr<std::vector<int>> fields =
+          ParseFields(value, key_field, num_fields, error);
+      if (!fields.ok()) return fields.status();
+      table.fields = std::move(*fields);
+      has_fields = true;
+      continue;
+    }
+    if (!value.IsScalar()) return error(key_field, "must be a scalar");
+    const std::string text = value.Scalar();
+    if (key == "name") {
+      if (text.empty()) return error(key_field, "is empty");
+      table.name = text;
+    } else if (key == "dim") {
+      if (text != absl::StrCat(embedding_dim)) {
+        return error(
+            key_field,
+            absl::StrCat(text, " differs from --embedding_dim=", embedding_dim,
+                         ": the DLRM's interaction "
+                         "joins vectors of one width"));
+      }
+    } else if (auto setter = Setters().find(key); setter != Setters().end()) {
+      if (absl::Status s = setter->second(text, table.config); !s.ok()) {
+        return error(key_field, s.message());
+      }
+    } else {
+      return error(key_field,
+                   "unknown key (see strata-worker --help for the keys)");
+    }
+  }
+  if (table.name.empty()) return error(field, "has no name");
+  if (!has_fields) return error(field, "has no fields");
+  table.config.set_name(table.name);
+  table.config.set_dim(static_cast<uint32_t>(embedding_dim));
+  return table;
+}
+
+absl::StatusOr<std::vector<FeatureTable>> ParseRoot(
+    const YAML::Node& root, absl::string_view path,
+    const v1::TableConfig& defaults, int embedding_dim, int num_fields) {
+  const FieldError error(path);
+  if (!root.IsMap()) return error("(top)", "must be a map with 'tables'");
+  for (const auto& entry : root) {
+    if (!entry.first.IsScalar() || entry.first.Scalar() != "tables") {
+      return error(entry.first.IsScalar() ? entry.first.Scalar() : "(top)",
+                   "unknown key (the file holds 'tables')");
+    }
+  }
+  const YAML::Node tables = root["tables"];
+  if (!tables.IsSequence() || tables.size() == 0) {
+    return error("tables", "must be a non-empty list");
+  }
+  std::vector<FeatureTable> parsed;
+  std::vector<std::string> owner(num_fields);
+  absl::flat_hash_set<std::string> names;
+  for (size_t t = 0; t < tables.size(); ++t) {
+    const std::string field = absl::StrCat("tables[", t, "]");
+    absl::StatusOr<FeatureTable> table = ParseTable(
+        tables[t], field, defaults, embedding_dim, num_fields, error);
+    if (!table.ok()) return table.status();
+    if (!names.insert(table->name).second) {
+      return error(absl::StrCat(field, ".name"),
+                   absl::StrCat("\"", table->name, "\" names two tables"));
+    }
+    for (int f : table->fields) {
+      if (!owner[f].empty()) {
+        return error(absl::StrCat(field, ".fields"),
+                     owner[f] == table->name
+                         ? absl::StrCat("C", f + 1, " is listed twice")
+                         : absl::StrCat("C", f + 1, " is also in table \"",
+                                        owner[f], "\""));
+      }
+      owner[f] = table->name;
+    }
+    parsed.push_back(std::move(*table));
+  }
+  for (int f = 0; f < num_fields; ++f) {
+    if (owner[f].empty()) {
+      return error("tables", absl::StrCat("C", f + 1, " is in no table"));
+    }
+  }
+  return parsed;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<FeatureTable>> ParseFeatureTables(
+    absl::string_view text, absl::string_view path,
+    const v1::TableConfig& defaults, int embedding_dim, int num_fields) {
+  // yaml-cpp reports malformed documents by throwing; nothing else here does.
+  try {
+    return ParseRoot(YAML::Load(std::string(text)), path, defaults,
+                     embedding_dim, num_fields);
+  } catch (const YAML::Exception& e) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config ", path, ": line ", e.mark.line + 1,
+                     ", column ", e.mark.column + 1, ": ", e.msg));
+  }
+}
+
+absl::StatusOr<std::vector<FeatureTable>> ReadFeatureTables(
+    const std::string& path, const v1::TableConfig& defaults, int embedding_dim,
+    int num_fields) {
+  std::ifstream in(path);
+  if (!in) {
+    return absl::NotFoundError(absl::StrCat("cannot read model config ", path,
+                                            ": ", std::strerror(errno)));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseFeatureTables(text.str(), path, defaults, embedding_dim,
+                            num_fields);
+}
+
+}  // namespace strata
