@@ -44,6 +44,10 @@ Model (defaults in brackets, as in ModelConfig):
            model's summed gradients divided by the example count).
 Dense weights Glorot uniform, biases zero (Keras Dense defaults).
 
+Wide term (--wide), as strata-worker --wide: one weight per row of the
+table (a [rows, 1] variable, zeros at first), an example's 26 weights summed
+into its logit; the weights take the same sparse Adagrad at --wide_lr.
+
 Optimizers: two, on separate variable lists, applied in one compiled step.
   dense: keras.optimizers.Adam(--dense_lr [1e-3], beta 0.9/0.999, eps 1e-7);
   embeddings: a sparse Adagrad written here with Strata's rule
@@ -120,6 +124,13 @@ def parse_args(argv=None):
     p.add_argument("--emb_eps", type=float, default=1e-7)
     p.add_argument("--dense_lr", type=float, default=1e-3,
                    help="Adam learning rate of the MLPs")
+    p.add_argument("--wide", action="store_true",
+                   help="add strata-worker --wide's first-order term: one "
+                        "weight per feature value (zeros at first, the same "
+                        "sparse Adagrad), summed into the logit")
+    p.add_argument("--wide_lr", type=float, default=0,
+                   help="Adagrad learning rate of the wide weights "
+                        "(0: --emb_lr)")
     p.add_argument("--batch_size", type=int, default=1024)
     p.add_argument("--eval_batch_size", type=int, default=16384)
     p.add_argument("--epochs", type=int, default=1)
@@ -383,6 +394,14 @@ def main(argv=None):
                               name="embeddings_adagrad")
     del init
 
+    # The wide term: one weight per row, and its Adagrad accumulator.
+    wide_weights = wide_accumulator = None
+    if args.wide:
+        wide_weights = tf.Variable(tf.zeros([table_rows, 1]), name="wide")
+        wide_accumulator = tf.Variable(
+            tf.fill([table_rows, 1], args.emb_init_acc), name="wide_adagrad")
+    wide_lr = tf.constant(args.wide_lr or args.emb_lr, tf.float32)
+
     adam = keras.optimizers.Adam(learning_rate=args.dense_lr, beta_1=0.9,
                                  beta_2=0.999, epsilon=1e-7)
     adam.build(dense_vars)
@@ -401,24 +420,33 @@ def main(argv=None):
         return tf.squeeze(top(z), axis=1)
 
     @tf.function(jit_compile=args.jit)
-    def dense_forward_backward(dense, emb, labels):
+    def dense_forward_backward(dense, emb, wide, labels):
+        # wide: [B, 26, 1] weights of the example's rows (zeros without
+        # --wide, whose gradient is then unused).
         with tf.GradientTape() as tape:
             tape.watch(emb)
-            logits = logits_of(dense, emb)
+            tape.watch(wide)
+            logits = logits_of(dense, emb) + tf.reduce_sum(wide, axis=[1, 2])
             loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
                 labels=labels, logits=logits))
-        grads = tape.gradient(loss, dense_vars + [emb])
-        return loss, grads[:-1], grads[-1]
+        grads = tape.gradient(loss, dense_vars + [emb, wide])
+        return loss, grads[:-2], grads[-2], grads[-1]
 
-    def sparse_adagrad(rows, emb_grad):
+    def sparse_adagrad(rows, grad, weights, acc, lr):
+        width = weights.shape[1]
         flat_rows = tf.reshape(rows, [-1])
-        flat_grad = tf.reshape(emb_grad, [-1, dim])
+        flat_grad = tf.reshape(grad, [-1, width])
         unique_rows, position = tf.unique(flat_rows)
         g = tf.math.unsorted_segment_sum(flat_grad, position, tf.size(unique_rows))
-        a = tf.gather(accumulator, unique_rows) + g * g
-        accumulator.scatter_update(tf.IndexedSlices(a, unique_rows))
-        table.scatter_sub(tf.IndexedSlices(emb_lr * g / (tf.sqrt(a) + emb_eps),
-                                           unique_rows))
+        a = tf.gather(acc, unique_rows) + g * g
+        acc.scatter_update(tf.IndexedSlices(a, unique_rows))
+        weights.scatter_sub(tf.IndexedSlices(lr * g / (tf.sqrt(a) + emb_eps),
+                                             unique_rows))
+
+    def wide_of(rows):
+        if wide_weights is None:
+            return tf.zeros([tf.shape(rows)[0], NUM_FIELDS, 1])
+        return tf.gather(wide_weights, rows)
 
     signature = [tf.TensorSpec([None, NUM_DENSE], tf.float32),
                  tf.TensorSpec([None, NUM_FIELDS], tf.int32),
@@ -427,14 +455,19 @@ def main(argv=None):
     @tf.function(input_signature=signature)
     def train_step(dense, rows, labels):
         emb = tf.gather(table, rows)
-        loss, dense_grads, emb_grad = dense_forward_backward(dense, emb, labels)
+        loss, dense_grads, emb_grad, wide_grad = dense_forward_backward(
+            dense, emb, wide_of(rows), labels)
         adam.apply_gradients(zip(dense_grads, dense_vars))
-        sparse_adagrad(rows, emb_grad)
+        sparse_adagrad(rows, emb_grad, table, accumulator, emb_lr)
+        if wide_weights is not None:
+            sparse_adagrad(rows, wide_grad, wide_weights, wide_accumulator,
+                           wide_lr)
         return loss
 
     @tf.function(input_signature=signature[:2])
     def predict_logits(dense, rows):
-        return logits_of(dense, tf.gather(table, rows))
+        return (logits_of(dense, tf.gather(table, rows)) +
+                tf.reduce_sum(wide_of(rows), axis=[1, 2]))
 
     dataset = tf.data.Dataset.from_tensor_slices((x_train, r_train, y_train))
     if args.shuffle_buffer > 0:
@@ -526,6 +559,8 @@ def main(argv=None):
         "top_hidden": args.top_hidden,
         "emb_lr": args.emb_lr,
         "dense_lr": args.dense_lr,
+        "wide": args.wide,
+        "wide_lr": (args.wide_lr or args.emb_lr) if args.wide else None,
         "jit": args.jit,
         "tensorflow_version": tf.__version__,
         "keras_version": keras.__version__,

@@ -162,6 +162,30 @@ def test_realistic_run_reports_both_ceilings_and_each_model():
         assert int(row[8]) > 1000, row  # rows the table ends with
 
 
+def test_keras_realistic_run_pairs_strata_and_keras_with_the_wide_term():
+    build = m.bin_dir().parent
+    venv_python = build / "python-venv" / "bin" / "python"
+    if subprocess.run([str(venv_python), "-c", "import tensorflow, keras"],
+                      capture_output=True).returncode != 0:
+        pytest.skip("build/python-venv has no tensorflow (python/run_tests.sh "
+                    "makes it)")
+    env = dict(os.environ, SIZES="20000", ROUNDS="1", HOLDOUT_ROWS="4000")
+    done = subprocess.run(["bash", str(m.REPO / "bench" /
+                                       "run_keras_realistic.sh"), str(build)],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "learnable AUC 0." in done.stdout, done.stdout
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in done.stdout.splitlines() if line.startswith("| 1 |")]
+    assert [row[1] for row in rows] == ["Strata 1 worker + 1 shard",
+                                        "Keras, one process"], done.stdout
+    for row in rows:
+        assert float(row[2]) > 0 and float(row[3]) > 0, row
+        # Both learn (the wide term alone is well above chance here).
+        assert 0.6 < float(row[4]) < 1.0, row
+    assert re.fullmatch(r"[0-9.]+x", rows[0][6]), rows[0]
+
+
 def test_ab_run_pairs_two_builds_round_by_round():
     # The same build as A and B: each round has one row per build and mode,
     # and a ratio per mode and round.
