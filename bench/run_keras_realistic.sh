@@ -116,5 +116,7 @@ print("%.4f %.4f" % (c["bayes_auc"], c["learnable_auc"]))' \
     echo "$(row "Keras, one process" "$KERAS_RATE" "$KERAS_ROW") | |"
   done
   for pid in "${SHARD_PIDS[@]}"; do kill -TERM "$pid"; wait "$pid"; done
-  rm -rf "$WORK"/s0
+  # The next size's shard writes its own port file (start_shards waits for
+  # it) and data.
+  rm -rf "$WORK"/s0 "$WORK"/s0.port
 done

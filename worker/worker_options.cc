@@ -37,7 +37,10 @@ ABSL_FLAG(std::string, eval_files, "",
 ABSL_FLAG(bool, strict, false,
           "Stop at the first malformed line instead of skipping it.");
 ABSL_FLAG(int, batch_size, 1024, "Examples per rank per step.");
-ABSL_FLAG(int, epochs, 1, "Passes over the training files.");
+ABSL_FLAG(int, epochs, 1,
+          "Passes over the training files; 0: chosen from their size (enough "
+          "passes for 2,000,000 examples, at most 10; the lines are counted "
+          "first).");
 ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many steps; 0: no limit.");
 ABSL_FLAG(int, embedding_dim, 16, "Embedding dimension of every field.");
 ABSL_FLAG(std::string, bottom_mlp, "64",
@@ -50,6 +53,16 @@ ABSL_FLAG(std::string, pooling, "sum", "Multi-hot pooling: sum or mean.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the initial dense parameters and rows.");
 ABSL_FLAG(std::string, dense_optimizer, "adam", "adam or adagrad.");
 ABSL_FLAG(double, dense_learning_rate, 1e-3, "Dense learning rate.");
+ABSL_FLAG(std::string, lr_schedule, "constant",
+          "Dense learning rate after the warm-up: constant, or rsqrt (times "
+          "sqrt(warmup_steps / step)).");
+ABSL_FLAG(int64_t, warmup_steps, 0,
+          "Steps over which the dense learning rate rises linearly to "
+          "--dense_learning_rate; 0: none.");
+ABSL_FLAG(int64_t, shuffle_buffer, 0,
+          "Each rank shuffles its examples within windows of this many "
+          "(read, permuted by --seed and the epoch, trained, then the next "
+          "window; about 400 bytes per single-hot example); 0: file order.");
 ABSL_FLAG(std::string, table, "dlrm_embeddings",
           "PS table of the embeddings (created by rank 0 when missing); with "
           "--model_config it only names the wide term's <table>_wide.");
@@ -129,6 +142,9 @@ ABSL_FLAG(std::string, result_file, "", "Write the final result as JSON here.");
 
 namespace strata {
 namespace {
+
+// About 4 GB of single-hot examples.
+constexpr int64_t kMaxShuffleBuffer = 10'000'000;
 
 absl::StatusOr<std::vector<int>> ParseWidths(const std::string& flag,
                                              const std::string& text) {
@@ -220,6 +236,16 @@ absl::Status ReadModelFlags(WorkerFlags* flags) {
   if (!(dense.learning_rate > 0)) {
     return absl::InvalidArgumentError("--dense_learning_rate must be > 0");
   }
+  auto schedule = ParseLearningRateSchedule(absl::GetFlag(FLAGS_lr_schedule));
+  if (!schedule.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lr_schedule: ", schedule.status().message()));
+  }
+  dense.schedule = *schedule;
+  dense.warmup_steps = absl::GetFlag(FLAGS_warmup_steps);
+  if (dense.warmup_steps < 0) {
+    return absl::InvalidArgumentError("--warmup_steps must be >= 0");
+  }
 
   v1::TableConfig& table = flags->trainer.table_config;
   auto sparse = ParseSparseOptimizer("sparse_optimizer",
@@ -243,8 +269,14 @@ absl::Status ReadModelFlags(WorkerFlags* flags) {
   flags->trainer.table = absl::GetFlag(FLAGS_table);
   const std::string model_config = absl::GetFlag(FLAGS_model_config);
   if (!model_config.empty()) {
-    auto tables = ReadFeatureTables(model_config, table, model.embedding_dim,
-                                    model.num_fields);
+    // A table of the file that switches to Adagrad takes the flag's
+    // initial accumulator too.
+    v1::TableConfig defaults = table;
+    defaults.mutable_optimizer()->set_initial_accumulator(
+        static_cast<float>(absl::GetFlag(FLAGS_sparse_initial_accumulator)));
+    auto tables =
+        ReadFeatureTables(FileSystem::Default(), model_config, defaults,
+                          model.embedding_dim, model.num_fields);
     if (!tables.ok()) return tables.status();
     flags->trainer.feature_tables = std::move(*tables);
   }
@@ -264,6 +296,12 @@ absl::Status ReadTrainingFlags(WorkerFlags* flags) {
     return absl::InvalidArgumentError("--batch_size must be >= 1");
   }
   t.epochs = absl::GetFlag(FLAGS_epochs);
+  const int64_t shuffle = absl::GetFlag(FLAGS_shuffle_buffer);
+  if (shuffle < 0 || shuffle > kMaxShuffleBuffer) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--shuffle_buffer=", shuffle, " is not in 0..", kMaxShuffleBuffer));
+  }
+  t.shuffle_window = static_cast<size_t>(shuffle);
   t.max_steps = absl::GetFlag(FLAGS_max_steps);
   t.staleness = absl::GetFlag(FLAGS_staleness);
   t.eval_every_steps = absl::GetFlag(FLAGS_eval_every_steps);
@@ -275,11 +313,11 @@ absl::Status ReadTrainingFlags(WorkerFlags* flags) {
   }
   t.restore = absl::GetFlag(FLAGS_restore);
   const double progress = absl::GetFlag(FLAGS_progress_interval_s);
-  if (t.epochs < 1 || t.max_steps < 0 || t.staleness < 0 ||
+  if (t.epochs < 0 || t.max_steps < 0 || t.staleness < 0 ||
       t.eval_every_steps < 0 || t.checkpoint_every_steps < 0 ||
       !(progress > 0)) {
     return absl::InvalidArgumentError(
-        "--epochs must be >= 1, --progress_interval_s > 0 and --max_steps, "
+        "--progress_interval_s must be > 0 and --epochs, --max_steps, "
         "--staleness, --eval_every_steps, --checkpoint_every_steps >= 0");
   }
   if (t.restore && t.checkpoint_dir.empty()) {

@@ -236,4 +236,36 @@ absl::StatusOr<Batch> ReadAllCriteoExamples(CriteoReaderOptions options) {
   }
 }
 
+absl::StatusOr<int64_t> CountCriteoLines(const std::vector<std::string>& files,
+                                         int64_t limit) {
+  int64_t lines = 0;
+  std::vector<char> buffer(1 << 16);
+  for (const std::string& path : files) {
+    std::FILE* file = std::fopen(path.c_str(), "rb");
+    if (file == nullptr) {
+      return absl::NotFoundError(
+          absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+    }
+    bool line_open = false;  // bytes seen since the last newline
+    size_t read;
+    while (lines < limit &&
+           (read = std::fread(buffer.data(), 1, buffer.size(), file)) > 0) {
+      for (size_t i = 0; i < read; ++i) {
+        if (buffer[i] == '\n') {
+          lines += line_open ? 1 : 0;
+          line_open = false;
+        } else {
+          line_open = true;
+        }
+      }
+    }
+    const bool failed = std::ferror(file) != 0;
+    std::fclose(file);
+    if (failed) return absl::DataLossError(absl::StrCat("cannot read ", path));
+    lines += line_open ? 1 : 0;  // a last line without a newline
+    if (lines >= limit) return limit;
+  }
+  return lines;
+}
+
 }  // namespace strata

@@ -126,6 +126,12 @@ class CriteoReader {
 // options.batch_size is ignored. For evaluation sets.
 absl::StatusOr<Batch> ReadAllCriteoExamples(CriteoReaderOptions options);
 
+// The non-empty lines of `files` (all ranks' shares), counting stops at
+// `limit`: min(lines, limit). Reads no more than it needs. NOT_FOUND for a
+// file that cannot be opened, DATA_LOSS for one that cannot be read.
+absl::StatusOr<int64_t> CountCriteoLines(const std::vector<std::string>& files,
+                                         int64_t limit);
+
 }  // namespace strata
 
 #endif  // STRATA_WORKER_DATA_CRITEO_READER_H_

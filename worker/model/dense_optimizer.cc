@@ -1,5 +1,6 @@
 #include "worker/model/dense_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -20,6 +21,27 @@ absl::StatusOr<DenseOptimizerConfig::Kind> ParseDenseOptimizerKind(
       "unknown dense optimizer \"", name, "\" (want adam or adagrad)"));
 }
 
+absl::StatusOr<DenseOptimizerConfig::Schedule> ParseLearningRateSchedule(
+    absl::string_view name) {
+  if (name == "constant") return DenseOptimizerConfig::Schedule::kConstant;
+  if (name == "rsqrt") return DenseOptimizerConfig::Schedule::kInverseSqrt;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown learning rate schedule \"", name,
+                   "\" (want constant or rsqrt)"));
+}
+
+float ScheduledLearningRate(const DenseOptimizerConfig& config, int64_t step) {
+  const double t = static_cast<double>(std::max<int64_t>(step, 1));
+  const double warmup = static_cast<double>(config.warmup_steps);
+  double scale = 1.0;
+  if (warmup > 0 && t < warmup) scale = t / warmup;
+  if (config.schedule == DenseOptimizerConfig::Schedule::kInverseSqrt &&
+      t > std::max(warmup, 1.0)) {
+    scale = std::sqrt(std::max(warmup, 1.0) / t);
+  }
+  return static_cast<float>(config.learning_rate * scale);
+}
+
 absl::StatusOr<std::unique_ptr<DenseOptimizer>> DenseOptimizer::Create(
     const DenseOptimizerConfig& config, size_t num_parameters) {
   if (!(config.learning_rate > 0)) {
@@ -29,6 +51,10 @@ absl::StatusOr<std::unique_ptr<DenseOptimizer>> DenseOptimizer::Create(
   if (!(config.beta1 >= 0 && config.beta1 < 1) ||
       !(config.beta2 >= 0 && config.beta2 < 1)) {
     return absl::InvalidArgumentError("Adam betas must be in [0, 1)");
+  }
+  if (config.warmup_steps < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("warmup_steps ", config.warmup_steps, " is negative"));
   }
   if (!(config.epsilon > 0) || !(config.initial_accumulator >= 0)) {
     return absl::InvalidArgumentError(
@@ -58,7 +84,7 @@ absl::Status DenseOptimizer::Apply(absl::Span<const float> gradients,
   }
   ++steps_;
   const size_t n = first_.size();
-  const float lr = config_.learning_rate;
+  const float lr = ScheduledLearningRate(config_, steps_);
   if (config_.kind == DenseOptimizerConfig::Kind::kAdagrad) {
     for (size_t i = 0; i < n; ++i) {
       const float g = gradients[i];

@@ -15,8 +15,17 @@ namespace strata {
 
 struct DenseOptimizerConfig {
   enum class Kind { kAdam, kAdagrad };
+  // How the learning rate moves with the step t (from 1):
+  //   kConstant:    lr * min(1, t / W)
+  //   kInverseSqrt: lr * min(t / W, sqrt(W / t)), the rate of "Attention Is
+  //                 All You Need" scaled to peak at lr at step W
+  // where W = warmup_steps (0: no warm-up; kInverseSqrt then decays from
+  // step 1).
+  enum class Schedule { kConstant, kInverseSqrt };
   Kind kind = Kind::kAdam;
   float learning_rate = 1e-3f;
+  Schedule schedule = Schedule::kConstant;
+  int64_t warmup_steps = 0;
   // Adam.
   float beta1 = 0.9f;
   float beta2 = 0.999f;
@@ -28,18 +37,25 @@ struct DenseOptimizerConfig {
 // "adam" / "adagrad"; INVALID_ARGUMENT otherwise.
 absl::StatusOr<DenseOptimizerConfig::Kind> ParseDenseOptimizerKind(
     absl::string_view name);
+// "constant" / "rsqrt"; INVALID_ARGUMENT otherwise.
+absl::StatusOr<DenseOptimizerConfig::Schedule> ParseLearningRateSchedule(
+    absl::string_view name);
+
+// The learning rate of step `step` (from 1) under `config`'s schedule.
+float ScheduledLearningRate(const DenseOptimizerConfig& config, int64_t step);
 
 // The optimizer of the replicated dense parameters. Every rank runs it on
 // the same allreduced gradient, so the parameters stay bitwise equal across
 // ranks. State (moments, step) is part of a checkpoint. Not thread-safe.
 class DenseOptimizer {
  public:
-  // INVALID_ARGUMENT for a non-positive learning rate or betas outside
-  // [0, 1).
+  // INVALID_ARGUMENT for a non-positive learning rate, betas outside
+  // [0, 1) or negative warmup_steps.
   static absl::StatusOr<std::unique_ptr<DenseOptimizer>> Create(
       const DenseOptimizerConfig& config, size_t num_parameters);
 
-  // parameters -= update(gradients). INVALID_ARGUMENT on a size mismatch.
+  // parameters -= update(gradients), at the schedule's rate of the next
+  // step. INVALID_ARGUMENT on a size mismatch.
   absl::Status Apply(absl::Span<const float> gradients,
                      absl::Span<float> parameters);
 

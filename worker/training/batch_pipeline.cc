@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "client/ps_client.h"
 #include "common/status_macros.h"
 #include "worker/data/criteo_format.h"
@@ -45,19 +46,28 @@ void IndexKeys(PreparedBatch* batch) {
 }
 
 // Fills key_tables of an indexed `batch` from its fields' tables.
-void SetKeyTables(const FieldTables& tables, PreparedBatch* batch) {
+// INVALID_ARGUMENT when the batch's fields are not those `tables` maps.
+absl::Status SetKeyTables(const FieldTables& tables, PreparedBatch* batch) {
   batch->key_tables.clear();
-  if (tables.names.size() < 2 || tables.table_of_field.empty()) return;
+  if (tables.names.size() < 2 || tables.table_of_field.empty()) {
+    return absl::OkStatus();
+  }
   batch->key_tables.assign(batch->unique_keys.size(), 0);
   const size_t examples = batch->examples.size();
-  if (examples == 0) return;
-  const size_t fields = (batch->offsets.size() - 1) / examples;
+  if (examples == 0) return absl::OkStatus();
+  const size_t fields = tables.table_of_field.size();
+  if (batch->offsets.size() != examples * fields + 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a batch of ", examples, " examples has ", batch->offsets.size() - 1,
+        " field slots; the tables map ", fields, " fields per example"));
+  }
   for (size_t slot = 0; slot < examples * fields; ++slot) {
     const int table = tables.table_of_field[slot % fields];
     for (uint32_t k = batch->offsets[slot]; k < batch->offsets[slot + 1]; ++k) {
       batch->key_tables[batch->rows[k]] = table;
     }
   }
+  return absl::OkStatus();
 }
 
 // Pulls each unique key's row from its table into batch->embeddings.
@@ -122,7 +132,7 @@ absl::Status IndexAndPull(PsClient& ps, const FieldTables& tables,
                           int embedding_dim, const std::string& wide_table,
                           PreparedBatch* batch) {
   IndexKeys(batch);
-  SetKeyTables(tables, batch);
+  STRATA_RETURN_IF_ERROR(SetKeyTables(tables, batch));
   STRATA_RETURN_IF_ERROR(PullRows(ps, tables, embedding_dim, batch));
   if (wide_table.empty()) return absl::OkStatus();
   return PullWideTerm(ps, wide_table, batch);
@@ -168,6 +178,12 @@ absl::StatusOr<std::unique_ptr<BatchPipeline>> BatchPipeline::Start(
   std::unique_ptr<BatchPipeline> pipeline(
       new BatchPipeline(std::move(options)));
   pipeline->reader_ = std::move(*reader);
+  const BatchPipelineOptions& o = pipeline->options_;
+  if (o.shuffle_window > 0) {
+    pipeline->shuffle_ = std::make_unique<ShuffleWindow>(
+        pipeline->reader_.get(), o.shuffle_window, o.reader.batch_size,
+        o.shuffle_seed, o.first_epoch);
+  }
   if (pipeline->options_.depth > 0) {
     pipeline->thread_ = std::thread([p = pipeline.get()] { p->Loop(); });
   }
@@ -185,19 +201,27 @@ BatchPipeline::~BatchPipeline() {
   if (thread_.joinable()) thread_.join();
 }
 
+absl::Status BatchPipeline::ReadExamples(Batch* batch) {
+  if (shuffle_ != nullptr) return shuffle_->ReadBatch(batch);
+  return reader_->ReadBatch(batch);
+}
+
+absl::Status BatchPipeline::StartNextEpoch() {
+  if (shuffle_ != nullptr) return shuffle_->StartNextEpoch();
+  return reader_->StartNextEpoch();
+}
+
 absl::StatusOr<std::unique_ptr<PreparedBatch>> BatchPipeline::Produce() {
   auto batch = std::make_unique<PreparedBatch>();
   while (true) {
-    if (absl::Status s = reader_->ReadBatch(&batch->examples); !s.ok()) {
-      return s;
-    }
+    STRATA_RETURN_IF_ERROR(ReadExamples(&batch->examples));
     {
       absl::MutexLock lock(&mu_);
       malformed_ = reader_->stats().malformed;
     }
     if (batch->examples.size() == 0) {
       if (++epoch_ >= options_.epochs) return nullptr;
-      if (absl::Status s = reader_->StartNextEpoch(); !s.ok()) return s;
+      STRATA_RETURN_IF_ERROR(StartNextEpoch());
       continue;
     }
     if (skipped_ < options_.skip_batches) {

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "worker/data/criteo_reader.h"
+#include "worker/data/shuffle_window.h"
 #include "worker/model/dense_model.h"
 
 namespace strata {
@@ -65,8 +66,9 @@ struct TableRows {
   std::vector<float> values;
 };
 
-// `values` (one row of `dim` per unique key of `batch`) split by the keys'
-// tables: one TableRows per table of `num_tables`, keys in batch order.
+// `values` (one row of `dim` per unique key of `batch`, or empty for keys
+// only) split by the keys' tables: one TableRows per table of `num_tables`,
+// keys in batch order. REQUIRES: every key_tables entry < num_tables.
 std::vector<TableRows> SplitRowsByTable(const PreparedBatch& batch,
                                         absl::Span<const float> values, int dim,
                                         size_t num_tables);
@@ -87,6 +89,12 @@ struct BatchPipelineOptions {
   // Batches read and pulled ahead of the one being trained; 0 runs each
   // Next() synchronously on the caller's thread.
   int depth = 1;
+  // Examples shuffled together (ShuffleWindow); 0: file order. The order
+  // follows shuffle_seed and the epoch, counted from first_epoch (a resumed
+  // run's).
+  size_t shuffle_window = 0;
+  uint64_t shuffle_seed = 1;
+  int first_epoch = 0;
   FieldTables tables;
   int embedding_dim = 16;
   std::string wide_table;  // empty: no wide term
@@ -118,7 +126,13 @@ class BatchPipeline {
   void Loop();
 
   const BatchPipelineOptions options_;
-  std::unique_ptr<CriteoReader> reader_;  // used by one thread at a time
+  // The next batch of examples (empty at the end of an epoch) and the
+  // start of the next epoch, through the shuffle window when there is one.
+  absl::Status ReadExamples(Batch* batch);
+  absl::Status StartNextEpoch();
+
+  std::unique_ptr<CriteoReader> reader_;    // used by one thread at a time
+  std::unique_ptr<ShuffleWindow> shuffle_;  // with a shuffle_window
   int epoch_ = 0;
   int64_t skipped_ = 0;
 

@@ -1,12 +1,10 @@
 #include "worker/training/feature_tables.h"
 
-#include <cerrno>
+#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
-#include <sstream>
 #include <type_traits>
 #include <utility>
 
@@ -15,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/file_system.h"
 #include "yaml-cpp/yaml.h"
 
 namespace strata {
@@ -104,10 +103,16 @@ absl::StatusOr<T> Number(absl::string_view text) {
   } else {
     ok = absl::SimpleAtoi(text, &value);
   }
+  if constexpr (std::is_floating_point_v<T>) {
+    // Stored as float: nan, inf and 1e300 are not numbers a table takes.
+    ok = ok && std::isfinite(value) &&
+         std::abs(value) <= std::numeric_limits<float>::max();
+  }
   if (!ok) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "\"", text, "\" is not a ",
-        std::is_floating_point_v<T> ? "number" : "non-negative integer"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("\"", text, "\" is not a ",
+                     std::is_floating_point_v<T> ? "finite number"
+                                                 : "non-negative integer"));
   }
   return value;
 }
@@ -126,20 +131,6 @@ Setter NumberSetter(Set set) {
 const std::map<std::string, Setter>& Setters() {
   using C = v1::TableConfig;
   static const auto* setters = new std::map<std::string, Setter>{
-      {"optimizer",
-       [](absl::string_view text, C& c) {
-         absl::StatusOr<v1::OptimizerType> type = OptimizerType(text);
-         if (!type.ok()) return type.status();
-         if (*type != c.optimizer().type()) {
-           // Another optimizer's settings do not carry over; zero means
-           // the server's default.
-           const float rate = c.optimizer().learning_rate();
-           c.mutable_optimizer()->Clear();
-           c.mutable_optimizer()->set_type(*type);
-           c.mutable_optimizer()->set_learning_rate(rate);
-         }
-         return absl::OkStatus();
-       }},
       {"learning_rate", NumberSetter<double>([](C& c, double v) {
          c.mutable_optimizer()->set_learning_rate(static_cast<float>(v));
        })},
@@ -185,6 +176,52 @@ const std::map<std::string, Setter>& Setters() {
   return *setters;
 }
 
+// Sets the optimizer of `config` to `name`. Another optimizer's settings
+// do not carry over (zero is the server's default), the learning rate does,
+// and Adagrad takes the defaults' initial accumulator.
+absl::Status SetOptimizer(absl::string_view name,
+                          const v1::TableConfig& defaults,
+                          v1::TableConfig& config) {
+  absl::StatusOr<v1::OptimizerType> type = OptimizerType(name);
+  if (!type.ok()) return type.status();
+  if (*type == config.optimizer().type()) return absl::OkStatus();
+  const float rate = config.optimizer().learning_rate();
+  config.mutable_optimizer()->Clear();
+  config.mutable_optimizer()->set_type(*type);
+  config.mutable_optimizer()->set_learning_rate(rate);
+  if (*type == v1::ADAGRAD) {
+    config.mutable_optimizer()->set_initial_accumulator(
+        defaults.optimizer().initial_accumulator());
+  }
+  return absl::OkStatus();
+}
+
+// One key of a table other than `fields` and `optimizer` (applied before
+// the others, whatever their order in the file).
+absl::Status ParseTableKey(const std::string& key, const std::string& text,
+                           int embedding_dim, FeatureTable& table) {
+  if (key == "name") {
+    if (text.empty()) return absl::InvalidArgumentError("is empty");
+    table.name = text;
+    return absl::OkStatus();
+  }
+  if (key == "dim") {
+    int dim = 0;
+    if (!absl::SimpleAtoi(text, &dim) || dim != embedding_dim) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(text, " differs from --embedding_dim=", embedding_dim,
+                       ": the DLRM's interaction joins vectors of one width"));
+    }
+    return absl::OkStatus();
+  }
+  auto setter = Setters().find(key);
+  if (setter == Setters().end()) {
+    return absl::InvalidArgumentError(
+        "unknown key (see strata-worker --help for the keys)");
+  }
+  return setter->second(text, table.config);
+}
+
 absl::StatusOr<FeatureTable> ParseTable(const YAML::Node& node,
                                         const std::string& field,
                                         const v1::TableConfig& defaults,
@@ -193,11 +230,19 @@ absl::StatusOr<FeatureTable> ParseTable(const YAML::Node& node,
   if (!node.IsMap()) return error(field, "must be a map with name and fields");
   FeatureTable table;
   table.config = defaults;
+  const YAML::Node optimizer = node["optimizer"];
+  if (optimizer.IsDefined()) {
+    const std::string key_field = absl::StrCat(field, ".optimizer");
+    if (!optimizer.IsScalar()) return error(key_field, "must be a scalar");
+    absl::Status s = SetOptimizer(optimizer.Scalar(), defaults, table.config);
+    if (!s.ok()) return error(key_field, s.message());
+  }
   bool has_fields = false;
   for (const auto& entry : node) {
     const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : "";
     const std::string key_field = absl::StrCat(field, ".", key);
     const YAML::Node& value = entry.second;
+    if (key == "optimizer") continue;
     if (key == "fields") {
       absl::StatusOr<std::vector<int>> fields =
           ParseFields(value, key_field, num_fields, error);
@@ -207,29 +252,14 @@ absl::StatusOr<FeatureTable> ParseTable(const YAML::Node& node,
       continue;
     }
     if (!value.IsScalar()) return error(key_field, "must be a scalar");
-    const std::string text = value.Scalar();
-    if (key == "name") {
-      if (text.empty()) return error(key_field, "is empty");
-      table.name = text;
-    } else if (key == "dim") {
-      if (text != absl::StrCat(embedding_dim)) {
-        return error(
-            key_field,
-            absl::StrCat(text, " differs from --embedding_dim=", embedding_dim,
-                         ": the DLRM's interaction "
-                         "joins vectors of one width"));
-      }
-    } else if (auto setter = Setters().find(key); setter != Setters().end()) {
-      if (absl::Status s = setter->second(text, table.config); !s.ok()) {
-        return error(key_field, s.message());
-      }
-    } else {
-      return error(key_field,
-                   "unknown key (see strata-worker --help for the keys)");
-    }
+    absl::Status s = ParseTableKey(key, value.Scalar(), embedding_dim, table);
+    if (!s.ok()) return error(key_field, s.message());
   }
   if (table.name.empty()) return error(field, "has no name");
   if (!has_fields) return error(field, "has no fields");
+  if (table.config.optimizer().type() != v1::ADAGRAD) {
+    table.config.mutable_optimizer()->set_initial_accumulator(0);
+  }
   table.config.set_name(table.name);
   table.config.set_dim(static_cast<uint32_t>(embedding_dim));
   return table;
@@ -247,7 +277,7 @@ absl::StatusOr<std::vector<FeatureTable>> ParseRoot(
     }
   }
   const YAML::Node tables = root["tables"];
-  if (!tables.IsSequence() || tables.size() == 0) {
+  if (!tables.IsDefined() || !tables.IsSequence() || tables.size() == 0) {
     return error("tables", "must be a non-empty list");
   }
   std::vector<FeatureTable> parsed;
@@ -299,17 +329,20 @@ absl::StatusOr<std::vector<FeatureTable>> ParseFeatureTables(
 }
 
 absl::StatusOr<std::vector<FeatureTable>> ReadFeatureTables(
-    const std::string& path, const v1::TableConfig& defaults, int embedding_dim,
-    int num_fields) {
-  std::ifstream in(path);
-  if (!in) {
-    return absl::NotFoundError(absl::StrCat("cannot read model config ", path,
-                                            ": ", std::strerror(errno)));
+    FileSystem* fs, const std::string& path, const v1::TableConfig& defaults,
+    int embedding_dim, int num_fields) {
+  absl::StatusOr<std::string> text = fs->ReadFile(path);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat("cannot read model config ", path, ": ",
+                                     text.status().message()));
   }
-  std::stringstream text;
-  text << in.rdbuf();
-  return ParseFeatureTables(text.str(), path, defaults, embedding_dim,
-                            num_fields);
+  if (text->size() > kMaxModelConfigBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model config ", path, " is ", text->size(),
+                     " bytes, over the limit of ", kMaxModelConfigBytes));
+  }
+  return ParseFeatureTables(*text, path, defaults, embedding_dim, num_fields);
 }
 
 }  // namespace strata

@@ -1,6 +1,7 @@
 #ifndef STRATA_WORKER_TRAINING_FEATURE_TABLES_H_
 #define STRATA_WORKER_TRAINING_FEATURE_TABLES_H_
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,8 @@
 #include "proto/strata.pb.h"
 
 namespace strata {
+
+class FileSystem;
 
 // One PS table of the model's embeddings and the categorical fields whose
 // rows it holds (0-based: field 0 is Criteo's C1).
@@ -37,7 +40,9 @@ struct FeatureTable {
 //       fields: [C21, C22, C23, C24, C25, C26]
 //
 // Every field of 1..num_fields is in exactly one table. A key a table does
-// not set keeps its value in `defaults` (the worker's flags): the other keys
+// not set keeps its value in `defaults` (the worker's flags; a table that
+// switches to Adagrad takes the initial accumulator from there, one that
+// leaves Adagrad drops it): the other keys
 // are dim (which must be `embedding_dim`: the DLRM's interaction joins
 // vectors of one width), admit_probability, admit_sketch_width,
 // admit_sketch_depth, evict_after_steps, evict_after_seconds and
@@ -48,11 +53,16 @@ absl::StatusOr<std::vector<FeatureTable>> ParseFeatureTables(
     absl::string_view text, absl::string_view path,
     const v1::TableConfig& defaults, int embedding_dim, int num_fields);
 
-// Reads the file at `path`, then as ParseFeatureTables; NOT_FOUND when it
-// cannot be read.
+// A model config file larger than this is refused unread.
+inline constexpr size_t kMaxModelConfigBytes = 1 << 20;
+
+// Reads the file at `path` through `fs`, then as ParseFeatureTables; the
+// file system's error (NOT_FOUND, PERMISSION_DENIED, ...) naming the file
+// when it cannot be read, INVALID_ARGUMENT when it is over
+// kMaxModelConfigBytes.
 absl::StatusOr<std::vector<FeatureTable>> ReadFeatureTables(
-    const std::string& path, const v1::TableConfig& defaults, int embedding_dim,
-    int num_fields);
+    FileSystem* fs, const std::string& path, const v1::TableConfig& defaults,
+    int embedding_dim, int num_fields);
 
 }  // namespace strata
 

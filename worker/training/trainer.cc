@@ -4,8 +4,10 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "client/ps_client.h"
 #include "common/file_system.h"
 #include "common/logging.h"
@@ -39,7 +41,7 @@ int64_t GetInt(const float* in) {
 // Fills in options.feature_tables with one table of every field when it is
 // empty, and checks that every field is in exactly one table of the model's
 // dimension, under a name of its own.
-absl::Status CheckFeatureTables(TrainerOptions& options) {
+absl::Status FillInAndCheckFeatureTables(TrainerOptions& options) {
   const int num_fields = options.model.num_fields;
   if (options.feature_tables.empty()) {
     FeatureTable all;
@@ -49,7 +51,12 @@ absl::Status CheckFeatureTables(TrainerOptions& options) {
     options.feature_tables.push_back(std::move(all));
   }
   std::vector<int> tables_of_field(num_fields, 0);
+  absl::flat_hash_set<std::string> names;
   for (FeatureTable& table : options.feature_tables) {
+    if (!names.insert(table.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("two feature tables are named \"", table.name, "\""));
+    }
     table.config.set_name(table.name);
     table.config.set_dim(static_cast<uint32_t>(options.model.embedding_dim));
     if (table.name.empty() || table.name == options.wide_table) {
@@ -76,6 +83,23 @@ absl::Status CheckFeatureTables(TrainerOptions& options) {
   return absl::OkStatus();
 }
 
+// What a checkpoint must match: the model's shape, and with several
+// tables which fields each holds (a checkpoint of another grouping would
+// train on against tables its rows are not in).
+std::string DescribeModelAndTables(const TrainerOptions& options) {
+  std::string description = DescribeModel(options.model);
+  if (options.feature_tables.size() < 2) return description;
+  absl::StrAppend(&description, "; tables");
+  for (const FeatureTable& table : options.feature_tables) {
+    absl::StrAppend(
+        &description, " ", table.name, "=C",
+        absl::StrJoin(table.fields, ",C", [](std::string* out, int field) {
+          absl::StrAppend(out, field + 1);
+        }));
+  }
+  return description;
+}
+
 FieldTables FieldTablesOf(const TrainerOptions& options) {
   FieldTables tables;
   tables.table_of_field.resize(options.model.num_fields);
@@ -90,6 +114,12 @@ FieldTables FieldTablesOf(const TrainerOptions& options) {
 
 }  // namespace
 
+int AutoEpochsForRows(int64_t rows) {
+  if (rows <= 0) return 1;
+  const int64_t epochs = (kAutoEpochExamples + rows - 1) / rows;
+  return static_cast<int>(std::clamp<int64_t>(epochs, 1, kMaxAutoEpochs));
+}
+
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     TrainerOptions options, PsClient* ps, Collective* collective,
     std::unique_ptr<DenseModel> model) {
@@ -97,6 +127,15 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
     return absl::InvalidArgumentError(
         "trainer needs a PS, a collective and a "
         "model");
+  }
+  if (options.epochs == 0) {
+    // Every rank counts the same lines, so all choose the same.
+    STRATA_ASSIGN_OR_RETURN(int64_t rows, CountCriteoLines(options.train.files,
+                                                           kAutoEpochExamples));
+    options.epochs = AutoEpochsForRows(rows);
+    STRATA_LOG(INFO, "worker")
+        << (rows >= kAutoEpochExamples ? "at least " : "") << rows
+        << " training rows: " << options.epochs << " epoch(s)";
   }
   if (options.epochs < 1 || options.staleness < 0 || options.max_steps < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -106,7 +145,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(
   if (options.restore && options.checkpoint_dir.empty()) {
     return absl::InvalidArgumentError("restore needs a checkpoint directory");
   }
-  STRATA_RETURN_IF_ERROR(CheckFeatureTables(options));
+  STRATA_RETURN_IF_ERROR(FillInAndCheckFeatureTables(options));
   options.train.rank = collective->rank();
   options.train.world_size = collective->world_size();
   auto optimizer = DenseOptimizer::Create(options.dense_optimizer,
@@ -153,7 +192,7 @@ absl::Status Trainer::Setup() {
 absl::Status Trainer::RestoreFromCheckpoint() {
   auto checkpoint = ReadLatestDenseCheckpoint(fs_, options_.checkpoint_dir);
   if (!checkpoint.ok()) return checkpoint.status();
-  const std::string description = DescribeModel(options_.model);
+  const std::string description = DescribeModelAndTables(options_);
   if (checkpoint->model_description != description) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint is of another model (", checkpoint->model_description,
@@ -219,6 +258,9 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   pipeline_options.epochs = options_.epochs - epoch_;
   pipeline_options.skip_batches = batches_in_epoch_;
   pipeline_options.depth = options_.staleness;
+  pipeline_options.shuffle_window = options_.shuffle_window;
+  pipeline_options.shuffle_seed = options_.model.seed;
+  pipeline_options.first_epoch = epoch_;
   pipeline_options.tables = field_tables_;
   pipeline_options.embedding_dim = options_.model.embedding_dim;
   pipeline_options.wide_table = options_.wide_table;
@@ -497,7 +539,7 @@ absl::Status Trainer::Checkpoint() {
     checkpoint.batches_in_epoch = batches_in_epoch_;
     checkpoint.ps_checkpoint_id = absl::StrCat(
         "step-", step_, "-", absl::ToUnixMillis(options_.clock->Now()));
-    checkpoint.model_description = DescribeModel(options_.model);
+    checkpoint.model_description = DescribeModelAndTables(options_);
     checkpoint.parameters = parameters_;
     checkpoint.optimizer_state = optimizer_->SerializeState();
     status = TakePsCheckpoint(checkpoint.ps_checkpoint_id);

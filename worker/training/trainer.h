@@ -80,7 +80,13 @@ struct TrainerOptions {
   // Training files and batch size; rank and world_size are set from the
   // collective.
   CriteoReaderOptions train;
+  // Each rank's examples are shuffled within windows of this many
+  // (ShuffleWindow; the order follows model.seed and the epoch); 0: file
+  // order.
+  size_t shuffle_window = 0;
   std::vector<std::string> eval_files;
+  // Passes over the training files; 0: chosen from their size
+  // (AutoEpochsForRows), counted before training.
   int epochs = 1;
   int64_t max_steps = 0;         // 0: no limit
   int64_t eval_every_steps = 0;  // 0: only at the end
@@ -113,6 +119,15 @@ struct TrainerOptions {
   // Not owned.
   TrainingMetrics* metrics = nullptr;
 };
+
+// With epochs = 0, training over `rows` rows makes enough passes to train
+// on kAutoEpochExamples examples, at most kMaxAutoEpochs:
+// ceil(kAutoEpochExamples / rows) clamped to 1..kMaxAutoEpochs.
+// Small data needs several passes before rows and MLPs have moved; large
+// data one.
+inline constexpr int64_t kAutoEpochExamples = 2'000'000;
+inline constexpr int kMaxAutoEpochs = 10;
+int AutoEpochsForRows(int64_t rows);
 
 // The training loop of one rank: data-parallel DLRM training with the
 // embeddings on the PS and the dense parameters replicated.

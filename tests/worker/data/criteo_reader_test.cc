@@ -286,5 +286,19 @@ TEST(CriteoReaderTest, BadOptionsAndMissingFilesAreErrors) {
               StatusIs(absl::StatusCode::kInternal, HasSubstr("cannot read")));
 }
 
+TEST(CriteoReaderTest, CountCriteoLinesCountsNonEmptyLinesUpToTheLimit) {
+  const std::string dir = TestDir();
+  WriteTextFile(dir + "/a", "1\tx\n0\ty\n\n1\tz");  // 3, the last unended
+  WriteTextFile(dir + "/b", "0\tw\n");
+  auto all = CountCriteoLines({dir + "/a", dir + "/b"}, 100);
+  ASSERT_THAT(all.status(), IsOk());
+  EXPECT_EQ(*all, 4);
+  auto capped = CountCriteoLines({dir + "/a", dir + "/b"}, 2);
+  ASSERT_THAT(capped.status(), IsOk());
+  EXPECT_EQ(*capped, 2);
+  EXPECT_THAT(CountCriteoLines({dir + "/missing"}, 10).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing")));
+}
+
 }  // namespace
 }  // namespace strata

@@ -1,5 +1,6 @@
 #include "worker/model/dense_optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -49,6 +50,50 @@ TEST(DenseOptimizerTest, AdagradFollowsTheReference) {
     ASSERT_THAT((*opt)->Apply({g}, absl::MakeSpan(params)), IsOk());
     acc += g * g;
     ref -= 0.1 * g / std::sqrt(acc);
+  }
+  EXPECT_NEAR(params[0], ref, 1e-5);
+}
+
+TEST(DenseOptimizerTest, SchedulesWarmUpLinearlyThenHoldOrDecay) {
+  DenseOptimizerConfig config;
+  config.learning_rate = 0.01f;
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(config, 1), 0.01f);
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(config, 1000), 0.01f);
+  config.warmup_steps = 100;
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(config, 1), 0.0001f);
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(config, 50), 0.005f);
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(config, 100), 0.01f);
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(config, 10000), 0.01f);
+  config.schedule = DenseOptimizerConfig::Schedule::kInverseSqrt;
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(config, 50), 0.005f);
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(config, 100), 0.01f);
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(config, 400), 0.005f);
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(config, 10000), 0.001f);
+  config.warmup_steps = 0;  // decays from the first step
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(config, 1), 0.01f);
+  EXPECT_FLOAT_EQ(ScheduledLearningRate(config, 4), 0.005f);
+  EXPECT_THAT(ParseLearningRateSchedule("rsqrt").status(), IsOk());
+  EXPECT_THAT(ParseLearningRateSchedule("cosine").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+  config.warmup_steps = -1;
+  EXPECT_THAT(DenseOptimizer::Create(config, 1).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument));
+}
+
+TEST(DenseOptimizerTest, AdagradStepsAtTheScheduledRate) {
+  DenseOptimizerConfig config;
+  config.kind = DenseOptimizerConfig::Kind::kAdagrad;
+  config.learning_rate = 0.1f;
+  config.warmup_steps = 10;
+  auto opt = DenseOptimizer::Create(config, 1);
+  ASSERT_THAT(opt.status(), IsOk());
+  std::vector<float> params = {0.5f};
+  double acc = 0.1, ref = 0.5;
+  for (int t = 1; t <= 20; ++t) {
+    const float g = 0.2f - 0.01f * t;
+    ASSERT_THAT((*opt)->Apply({g}, absl::MakeSpan(params)), IsOk());
+    acc += g * g;
+    ref -= 0.1 * std::min(1.0, t / 10.0) * g / std::sqrt(acc);
   }
   EXPECT_NEAR(params[0], ref, 1e-5);
 }

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/file_system.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/status_matchers.h"
@@ -98,6 +99,33 @@ tables:
   EXPECT_EQ(context.config.memory_budget_bytes(), 0u);
 }
 
+TEST(FeatureTablesTest, TheOptimizerAppliesBeforeItsSettingsWhateverTheOrder) {
+  v1::TableConfig sgd = Defaults();
+  sgd.mutable_optimizer()->set_type(v1::SGD);
+  sgd.mutable_optimizer()->set_initial_accumulator(0.3f);  // the flag's
+  auto tables = ParseFeatureTables(R"(
+tables:
+  - name: a
+    initial_accumulator: 0.2
+    optimizer: adagrad
+    fields: [C1-C3]
+  - name: b
+    optimizer: adagrad
+    fields: [C4-C5]
+  - name: c
+    fields: [C6]
+)",
+                                   "model.yaml", sgd, kDim, kFields);
+  ASSERT_THAT(tables.status(), IsOk());
+  EXPECT_EQ((*tables)[0].config.optimizer().type(), v1::ADAGRAD);
+  EXPECT_FLOAT_EQ((*tables)[0].config.optimizer().initial_accumulator(), 0.2f);
+  // Switching to Adagrad takes the flag's accumulator; staying on SGD drops
+  // it (SGD has none).
+  EXPECT_FLOAT_EQ((*tables)[1].config.optimizer().initial_accumulator(), 0.3f);
+  EXPECT_EQ((*tables)[2].config.optimizer().type(), v1::SGD);
+  EXPECT_EQ((*tables)[2].config.optimizer().initial_accumulator(), 0.0f);
+}
+
 TEST(FeatureTablesTest, EveryFieldIsInExactlyOneTable) {
   EXPECT_THAT(ErrorOf("tables:\n  - {name: a, fields: [C1-C5]}\n"),
               AllOf(HasSubstr("model.yaml"), HasSubstr("C6 is in no table")));
@@ -133,13 +161,17 @@ TEST(FeatureTablesTest, BadKeysAndValuesAreNamed) {
            {"{name: a, " + all + ", optimizer: lbfgs}",
             "tables[0].optimizer: unknown \"lbfgs\""},
            {"{name: a, " + all + ", learning_rate: fast}",
-            "tables[0].learning_rate: \"fast\" is not a number"},
+            "tables[0].learning_rate: \"fast\" is not a finite number"},
            {"{name: a, " + all + ", admit_min_count: -1}",
             "tables[0].admit_min_count: \"-1\" is not a non-negative"},
            {"{name: a, " + all + ", memory_budget_mb: 99999999999999}",
             "tables[0].memory_budget_mb: is over"},
            {"{name: a, " + all + ", dim: 16}",
             "tables[0].dim: 16 differs from --embedding_dim=8"},
+           {"{name: a, " + all + ", learning_rate: nan}",
+            "tables[0].learning_rate: \"nan\" is not a finite number"},
+           {"{name: a, " + all + ", evict_min_norm: 1e300}",
+            "tables[0].evict_min_norm: \"1e300\" is not a finite number"},
            {"{name: a, " + all + ", admit_probability: [1]}",
             "tables[0].admit_probability: must be a scalar"},
            {"{" + all + "}", "tables[0]: has no name"},
@@ -159,6 +191,7 @@ TEST(FeatureTablesTest, TheFileMustBeAMapWithAListOfTables) {
   EXPECT_THAT(ErrorOf("- a\n- b\n"), HasSubstr("must be a map"));
   EXPECT_THAT(ErrorOf("tables: []\n"),
               HasSubstr("tables: must be a non-empty"));
+  EXPECT_THAT(ErrorOf("{}\n"), HasSubstr("tables: must be a non-empty"));
   EXPECT_THAT(ErrorOf("tables:\n  - {name: a, fields: [C1-C6]}\nwide: 1\n"),
               HasSubstr("wide: unknown key"));
   EXPECT_THAT(ErrorOf("tables: [\n"), HasSubstr("model.yaml: line"));
@@ -166,14 +199,28 @@ TEST(FeatureTablesTest, TheFileMustBeAMapWithAListOfTables) {
 
 TEST(FeatureTablesTest, AMissingFileIsNotFoundNamingIt) {
   EXPECT_THAT(
-      ReadFeatureTables("/nonexistent/model.yaml", Defaults(), kDim, kFields)
+      ReadFeatureTables(FileSystem::Default(), "/nonexistent/model.yaml",
+                        Defaults(), kDim, kFields)
           .status(),
       StatusIs(absl::StatusCode::kNotFound,
                HasSubstr("/nonexistent/model.yaml")));
 }
 
+TEST(FeatureTablesTest, AFileOverTheLimitIsRefusedUnparsed) {
+  const std::string path = ::testing::TempDir() + "/huge_model.yaml";
+  ASSERT_THAT(FileSystem::Default()->WriteFileAtomically(
+                  path, std::string(kMaxModelConfigBytes + 1, '#')),
+              IsOk());
+  EXPECT_THAT(
+      ReadFeatureTables(FileSystem::Default(), path, Defaults(), kDim, kFields)
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               HasSubstr("over the limit")));
+}
+
 TEST(FeatureTablesTest, TheExampleFileGroupsAllTwentySixFields) {
   auto tables = ReadFeatureTables(
+      FileSystem::Default(),
       absl::StrCat(STRATA_SOURCE_DIR, "/examples/model_config.yaml"),
       Defaults(), 16, 26);
   ASSERT_THAT(tables.status(), IsOk());

@@ -55,6 +55,38 @@ ModelConfig SmallModel() {
   return model;
 }
 
+// The three tables of a grouping of the 26 fields: C1, C2-C13, C14-C26.
+std::vector<FeatureTable> ThreeFeatureTables(const std::string& prefix,
+                                             const v1::TableConfig& config) {
+  std::vector<FeatureTable> tables(3);
+  for (int t = 0; t < 3; ++t) {
+    tables[t].name = absl::StrCat(prefix, t);
+    tables[t].config = config;
+  }
+  for (int f = 0; f < kCriteoNumCategorical; ++f) {
+    tables[f == 0 ? 0 : (f < 13 ? 1 : 2)].fields.push_back(f);
+  }
+  return tables;
+}
+
+// Rows of each of `tables`, from the shards' ListTables.
+std::map<std::string, uint64_t> RowsOfTables(
+    const std::vector<std::string>& shards) {
+  PsClientOptions options;
+  options.shard_addresses = shards;
+  std::map<std::string, uint64_t> rows;
+  auto client = PsClient::Create(options);
+  EXPECT_THAT(client.status(), IsOk());
+  if (!client.ok()) return rows;
+  auto tables = (*client)->ListTables();
+  EXPECT_THAT(tables.status(), IsOk());
+  if (!tables.ok()) return rows;
+  for (const v1::TableInfo& table : *tables) {
+    rows[table.config().name()] = table.num_rows();
+  }
+  return rows;
+}
+
 class TrainerTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -142,6 +174,15 @@ class TrainerTest : public ::testing::Test {
   std::unique_ptr<ServerProcess> shards_[2];
   DatagenResult data_;
 };
+
+TEST(AutoEpochsTest, SmallDataGetsSeveralPassesLargeDataOne) {
+  EXPECT_EQ(AutoEpochsForRows(0), 1);
+  EXPECT_EQ(AutoEpochsForRows(10'000), kMaxAutoEpochs);
+  EXPECT_EQ(AutoEpochsForRows(kAutoEpochExamples / 2), 2);
+  EXPECT_EQ(AutoEpochsForRows(kAutoEpochExamples / 2 - 1), 3);
+  EXPECT_EQ(AutoEpochsForRows(kAutoEpochExamples), 1);
+  EXPECT_EQ(AutoEpochsForRows(100'000'000), 1);
+}
 
 TEST_F(TrainerTest, TwoRanksHoldIdenticalDenseParametersAfterEveryStep) {
   absl::Mutex mu;
@@ -247,6 +288,43 @@ TEST_F(TrainerTest, CheckpointThenRestoreResumesAtTheSavedStep) {
   EXPECT_EQ(first_step, 6);  // resumed after step 5
   EXPECT_EQ(second[0]->steps, 8);
   EXPECT_EQ(second[0]->examples, 3 * 1000);
+}
+
+TEST_F(TrainerTest, ACheckpointOfAnotherTableGroupingIsRefused) {
+  const std::string checkpoints = absl::StrCat(dir_.path(), "/grouped_ckpt");
+  auto first = RunRanks(1, "grouped_ckpt", [&](int) {
+    TrainerOptions options = Options("unused", 500);
+    options.feature_tables =
+        ThreeFeatureTables("ckpt_group_", options.table_config);
+    options.max_steps = 2;
+    options.checkpoint_dir = checkpoints;
+    return options;
+  });
+  ASSERT_THAT(first[0].status(), IsOk());
+  // Its rows are in three tables; one table of every field would resume
+  // against rows it does not have.
+  auto one_table = RunRanks(1, "grouped_ckpt2", [&](int) {
+    TrainerOptions options = Options("ckpt_group_all", 500);
+    options.max_steps = 4;
+    options.checkpoint_dir = checkpoints;
+    options.restore = true;
+    return options;
+  });
+  EXPECT_THAT(one_table[0].status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       ::testing::HasSubstr("checkpoint is of another model")));
+  // The same grouping resumes.
+  auto same = RunRanks(1, "grouped_ckpt3", [&](int) {
+    TrainerOptions options = Options("unused", 500);
+    options.feature_tables =
+        ThreeFeatureTables("ckpt_group_", options.table_config);
+    options.max_steps = 4;
+    options.checkpoint_dir = checkpoints;
+    options.restore = true;
+    return options;
+  });
+  ASSERT_THAT(same[0].status(), IsOk());
+  EXPECT_EQ(same[0]->steps, 4);
 }
 
 // Checkpoints after every step, every third one full: the shards hold
@@ -414,38 +492,6 @@ TEST_F(TrainerTest, TheWideTermGivesEachKeyTheGradientOfItsExamplesLogits) {
     EXPECT_EQ(table.config().dim(), 1u);
   }
   EXPECT_TRUE(found);
-}
-
-// The three tables of a grouping of the 26 fields: C1, C2-C13, C14-C26.
-std::vector<FeatureTable> ThreeFeatureTables(const std::string& prefix,
-                                             const v1::TableConfig& config) {
-  std::vector<FeatureTable> tables(3);
-  for (int t = 0; t < 3; ++t) {
-    tables[t].name = absl::StrCat(prefix, t);
-    tables[t].config = config;
-  }
-  for (int f = 0; f < kCriteoNumCategorical; ++f) {
-    tables[f == 0 ? 0 : (f < 13 ? 1 : 2)].fields.push_back(f);
-  }
-  return tables;
-}
-
-// Rows of each of `tables`, from the shards' ListTables.
-std::map<std::string, uint64_t> RowsOfTables(
-    const std::vector<std::string>& shards) {
-  PsClientOptions options;
-  options.shard_addresses = shards;
-  std::map<std::string, uint64_t> rows;
-  auto client = PsClient::Create(options);
-  EXPECT_THAT(client.status(), IsOk());
-  if (!client.ok()) return rows;
-  auto tables = (*client)->ListTables();
-  EXPECT_THAT(tables.status(), IsOk());
-  if (!tables.ok()) return rows;
-  for (const v1::TableInfo& table : *tables) {
-    rows[table.config().name()] = table.num_rows();
-  }
-  return rows;
 }
 
 TEST_F(TrainerTest, FieldsInTablesOfTheirOwnTrainExactlyAsOneTable) {
