@@ -18,6 +18,9 @@
 #                     (evaluated on $WORK/rows.holdout) into table TABLE,
 #                     its result in $WORK/result.json; exits the script with
 #                     the log's tail if it fails
+#   FORMER_DEFAULTS   strata-worker flags for its defaults before
+#                     2026-12-03 (one pass, file order, no wide term),
+#                     which the figures of the scripts' older ways assume
 #   cpu_seconds PID   utime + stime of PID, in seconds
 #   field LINE KEY    the value of KEY=value in a strata-bench summary line
 
@@ -81,6 +84,9 @@ cpu_seconds() {
 }
 
 field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
+
+FORMER_DEFAULTS=(--epochs=1 --shuffle_buffer=0 --wide=false
+  --wide_learning_rate=0)
 
 train_on_rows() {
   local table=$1

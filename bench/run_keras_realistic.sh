@@ -43,8 +43,10 @@ strata_run() {
   local shard_before shard_after
   table=$((table + 1))
   shard_before=$(cpu_seconds "${SHARD_PIDS[0]}")
+  # One pass in file order, as Keras trains here.
   train_on_rows "t$table" --wide --wide_learning_rate="$WIDE_LR" \
-    --batch_size="$BATCH" --progress_interval_s=60
+    --batch_size="$BATCH" --epochs=1 --shuffle_buffer=0 \
+    --progress_interval_s=60
   shard_after=$(cpu_seconds "${SHARD_PIDS[0]}")
   read -r STRATA_RATE row < <(python3 -c '
 import json, sys

@@ -81,6 +81,7 @@ for round in $(seq "$ROUNDS"); do
   started=$(now)
   "$BIN/strata-worker" --shards="$SHARDS" --train_files="$WORK/rows" \
     --eval_files="$WORK/rows.holdout" --table=train --epochs="$EPOCHS" \
+    --wide=false --shuffle_buffer=0 \
     --progress_file="$dir/progress.csv" --progress_interval_s=1 \
     --result_file="$dir/result.json" >"$dir/worker.log" 2>&1 &
   worker=$!

@@ -4,11 +4,16 @@
 # the learnable AUC (an estimator that knows the generator's form, fitted on
 # the same training rows). Per round, in alternating order, on a new table
 # of the same 2 shards:
-#   deep        the README's defaults (one epoch, batch 1024, Adagrad 0.05)
+#   defaults    strata-worker's defaults (batch 1024, Adagrad 0.05, the
+#               wide term at rate 0.5, passes chosen from the data's size,
+#               shuffled within windows of 100,000)
+#   deep        the former defaults (one epoch in file order, batch 1024,
+#               Adagrad 0.05, no wide term)
 #   deep+wide   the same with --wide (wide learning rate 0.5)
 #   tuned       deploy/local/cluster.yaml's workers' flags (the quickstart's:
-#               --wide, Adagrad 0.2 on the rows, dense Adam 0.003), one
-#               worker with batch 128, the two ranks' global batch there
+#               --wide, Adagrad 0.2 on the rows, dense Adam 0.003, one
+#               epoch in file order), one worker with batch 128, the two
+#               ranks' global batch there
 # Prints a markdown table: holdout AUC, its gap to the learnable ceiling,
 # seconds and CPU-seconds of training (the worker's process), samples/s,
 # and the rows the table ends with.
@@ -48,10 +53,12 @@ table=0
 run_way() {
   local round=$1 way=$2 flags=()
   case $way in
-    deep+wide) flags=(--wide --wide_learning_rate=0.5) ;;
+    deep) flags=("${FORMER_DEFAULTS[@]}") ;;
+    deep+wide) flags=("${FORMER_DEFAULTS[@]}" --wide --wide_learning_rate=0.5) ;;
     tuned)
-      flags=(--wide --wide_learning_rate=0.3 --batch_size=128
-        --sparse_learning_rate=0.2 --dense_learning_rate=0.003)
+      flags=("${FORMER_DEFAULTS[@]}" --wide --wide_learning_rate=0.3
+        --batch_size=128 --sparse_learning_rate=0.2
+        --dense_learning_rate=0.003)
       ;;
   esac
   table=$((table + 1))
@@ -75,7 +82,7 @@ print("| %s | %s | %.4f | %.4f | %.1f | %.1f | %.0f | %.1f | %s |" % (
 echo "| round | model | holdout AUC | below learnable | seconds | CPU-s | samples/s | CPU-us per sample | table rows |"
 echo "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 for round in $(seq "$ROUNDS"); do
-  ways=(deep deep+wide tuned)
-  ((round % 2 == 0)) && ways=(tuned deep+wide deep)
+  ways=(defaults deep deep+wide tuned)
+  ((round % 2 == 0)) && ways=(tuned deep+wide deep defaults)
   for way in "${ways[@]}"; do run_way "$round" "$way"; done
 done

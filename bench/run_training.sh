@@ -104,7 +104,8 @@ strata_run() {
     "$BIN/strata-worker" --shards="$SHARDS" --rank=$rank --num_workers="$n" \
       --job_id="bench-$n-$$" --train_files="$WORK/train" \
       --eval_files="$WORK/train.holdout" --batch_size="$BATCH" \
-      --epochs="$EPOCHS" --progress_interval_s=30 \
+      --epochs="$EPOCHS" --wide=false --shuffle_buffer=0 \
+      --progress_interval_s=30 \
       --result_file="$WORK/r$RUN_ID.w$rank.json" "$@" \
       2>"$WORK/r$RUN_ID.w$rank.log" &
     pids+=($!)

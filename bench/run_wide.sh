@@ -4,8 +4,9 @@
 # (scikit-learn, bench/logistic_regression.py) on the same rows, interleaved
 # ROUNDS times: per round, in alternating order,
 #   lr C=1, lr C=0.1     scikit-learn's default and a stronger L2
-#   deep, deep+wide      strata-worker with the README's defaults (one
-#                        epoch, batch 1024), without and with --wide
+#   deep, deep+wide      strata-worker with its former defaults (one
+#                        epoch in file order, batch 1024), without and
+#                        with --wide (at the sparse learning rate)
 #   deep*, deep+wide*    the same with 4 epochs of batch 256 and sparse
 #                        learning rate 0.01 (wide: 0.5)
 # each strata-worker on a new table of the same 2 shards. Prints a markdown
@@ -57,10 +58,13 @@ run_way() {
     *)
       local flags=()
       case $way in
-        deep) ;;
-        deep+wide) flags=(--wide) ;;
-        deep\*) flags=("${TUNED[@]}") ;;
-        deep+wide\*) flags=("${TUNED[@]}" --wide --wide_learning_rate=0.5) ;;
+        deep) flags=("${FORMER_DEFAULTS[@]}") ;;
+        deep+wide) flags=("${FORMER_DEFAULTS[@]}" --wide) ;;
+        deep\*) flags=("${FORMER_DEFAULTS[@]}" "${TUNED[@]}") ;;
+        deep+wide\*)
+          flags=("${FORMER_DEFAULTS[@]}" "${TUNED[@]}" --wide
+            --wide_learning_rate=0.5)
+          ;;
       esac
       table=$((table + 1))
       train_on_rows "t$table" "${flags[@]}"

@@ -37,10 +37,10 @@ ABSL_FLAG(std::string, eval_files, "",
 ABSL_FLAG(bool, strict, false,
           "Stop at the first malformed line instead of skipping it.");
 ABSL_FLAG(int, batch_size, 1024, "Examples per rank per step.");
-ABSL_FLAG(int, epochs, 1,
-          "Passes over the training files; 0: chosen from their size (enough "
-          "passes for 2,000,000 examples, at most 10; the lines are counted "
-          "first).");
+ABSL_FLAG(int, epochs, 0,
+          "Passes over the training files; 0 (the default): chosen from "
+          "their size, enough passes for 2,000,000 examples, at most 10 (the "
+          "lines are counted first).");
 ABSL_FLAG(int64_t, max_steps, 0, "Stop after this many steps; 0: no limit.");
 ABSL_FLAG(int, embedding_dim, 16, "Embedding dimension of every field.");
 ABSL_FLAG(std::string, bottom_mlp, "64",
@@ -59,10 +59,11 @@ ABSL_FLAG(std::string, lr_schedule, "constant",
 ABSL_FLAG(int64_t, warmup_steps, 0,
           "Steps over which the dense learning rate rises linearly to "
           "--dense_learning_rate; 0: none.");
-ABSL_FLAG(int64_t, shuffle_buffer, 0,
-          "Each rank shuffles its examples within windows of this many "
-          "(read, permuted by --seed and the epoch, trained, then the next "
-          "window; about 400 bytes per single-hot example); 0: file order.");
+ABSL_FLAG(int64_t, shuffle_buffer, 100000,
+          "Each rank shuffles its examples within windows of this many, "
+          "rounded up to whole batches (read, permuted by --seed and the "
+          "epoch, trained, then the next window; about 400 bytes per "
+          "single-hot example); 0: file order.");
 ABSL_FLAG(std::string, table, "dlrm_embeddings",
           "PS table of the embeddings (created by rank 0 when missing); with "
           "--model_config it only names the wide term's <table>_wide.");
@@ -86,12 +87,13 @@ ABSL_FLAG(double, sparse_initial_accumulator, 0.1,
           "value lets rare rows move sooner.");
 ABSL_FLAG(double, sparse_init_stddev, 0.01,
           "Rows start truncated-normal with this standard deviation.");
-ABSL_FLAG(bool, wide, false,
+ABSL_FLAG(bool, wide, true,
           "Add a wide (first-order) term to the model, as Wide&Deep and "
           "DeepFM do: one weight per feature value, in the dim-1 PS table "
           "<--table>_wide (zeros at first, the sparse optimizer and the "
-          "table's admission, eviction and budget), summed into the logit.");
-ABSL_FLAG(double, wide_learning_rate, 0,
+          "table's admission, eviction and budget), summed into the logit; "
+          "--wide=false: the DLRM alone.");
+ABSL_FLAG(double, wide_learning_rate, 0.5,
           "Learning rate of the wide weights; 0: --sparse_learning_rate.");
 ABSL_FLAG(std::string, wide_optimizer, "",
           "Optimizer of the wide weights: sgd, adagrad, adam or ftrl; empty: "

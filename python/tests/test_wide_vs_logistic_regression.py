@@ -59,6 +59,7 @@ def test_the_wide_term_reaches_logistic_regression_on_first_order_data(
     [(_, regression, _, _)] = holdout_aucs(train, holdout)
     wide = train_auc(shard_addresses, tmp_path, "fo_wide", train, holdout,
                      "--wide", "--epochs=4", "--batch_size=256",
+                     "--shuffle_buffer=0",
                      "--sparse_learning_rate=0.01", "--wide_learning_rate=0.5")
     ceiling = meta["holdout"]["planted_auc"]
     assert regression < ceiling
@@ -66,12 +67,35 @@ def test_the_wide_term_reaches_logistic_regression_on_first_order_data(
     assert wide >= regression, (wide, regression, ceiling)
 
 
-def test_with_the_defaults_the_wide_term_learns_what_the_deep_part_misses(
+def test_in_one_epoch_the_wide_term_learns_what_the_deep_part_misses(
         shard_addresses, first_order_data, tmp_path):
-    # One epoch of batches of 1024 (the defaults): the embeddings of the
+    # One epoch of batches of 1024 in file order: the embeddings of the
     # deep part barely move, the wide weights do.
     train, holdout, _ = first_order_data
-    deep = train_auc(shard_addresses, tmp_path, "fo_deep", train, holdout)
+    one_pass = ("--epochs=1", "--shuffle_buffer=0", "--wide_learning_rate=0")
+    deep = train_auc(shard_addresses, tmp_path, "fo_deep", train, holdout,
+                     "--wide=false", *one_pass)
     wide = train_auc(shard_addresses, tmp_path, "fo_deep_and_wide", train,
-                     holdout, "--wide")
+                     holdout, "--wide", *one_pass)
     assert wide >= deep + 0.05, (wide, deep)
+
+
+def test_the_defaults_learn_small_realistic_data(shard_addresses, tmp_path):
+    # 10,000 realistic rows: the defaults make ten shuffled passes with the
+    # wide term; the former defaults (one pass of ten batches in file
+    # order, no wide term) hardly move from chance.
+    out = tmp_path / "small"
+    subprocess.run(
+        [binary("strata-datagen"), "--generator=realistic", "--rows=10000",
+         f"--holdout_rows={HOLDOUT_ROWS}", f"--out={out}", "--seed=3"],
+        check=True, capture_output=True, timeout=120)
+    holdout = out.with_name(out.name + ".holdout")
+    meta = json.loads(out.with_name("small.meta.json").read_text())
+    learnable = meta["ceilings"]["learnable_auc"]
+    defaults = train_auc(shard_addresses, tmp_path, "small_defaults", out,
+                         holdout)
+    former = train_auc(shard_addresses, tmp_path, "small_former", out,
+                       holdout, "--epochs=1", "--shuffle_buffer=0",
+                       "--wide=false")
+    assert defaults >= former + 0.1, (defaults, former, learnable)
+    assert defaults >= learnable - 0.05, (defaults, learnable)

@@ -24,7 +24,7 @@ def test_event_file_holds_the_progress_reports(tmp_path):
                        stdin=subprocess.DEVNULL)
         done = subprocess.run(
             [binary("strata-worker"), f"--shards={address}", "--rank=0",
-             "--num_workers=1", f"--train_files={data}",
+             "--num_workers=1", f"--train_files={data}", "--epochs=1",
              f"--eval_files={data}.holdout", "--eval_every_steps=10",
              "--progress_interval_s=0.05", f"--tensorboard_dir={tmp_path}/tb",
              f"--progress_file={tmp_path}/progress.csv"],

@@ -155,8 +155,8 @@ def test_realistic_run_reports_both_ceilings_and_each_model():
     assert "Bayes AUC 0." in done.stdout and "learnable AUC 0." in done.stdout
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in done.stdout.splitlines() if line.startswith("| 1 |")]
-    assert [row[1] for row in rows] == ["deep", "deep+wide", "tuned"], \
-        done.stdout
+    assert [row[1] for row in rows] == ["defaults", "deep", "deep+wide",
+                                        "tuned"], done.stdout
     for row in rows:
         assert 0.5 < float(row[2]) < 1.0, row
         assert int(row[8]) > 1000, row  # rows the table ends with
@@ -184,6 +184,24 @@ def test_keras_realistic_run_pairs_strata_and_keras_with_the_wide_term():
         # Both learn (the wide term alone is well above chance here).
         assert 0.6 < float(row[4]) < 1.0, row
     assert re.fullmatch(r"[0-9.]+x", rows[0][6]), rows[0]
+
+
+def test_defaults_run_trains_both_ways_next_to_the_learnable_ceiling():
+    build = m.bin_dir().parent
+    env = dict(os.environ, SIZES="10000", ROUNDS="1")
+    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_defaults.sh"),
+                           str(build)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in done.stdout.splitlines()
+            if line.startswith("| 10000 |")]
+    assert [row[3] for row in rows] == ["defaults", "former"], done.stdout
+    defaults, former = (float(row[4]) for row in rows)
+    # One pass of ten batches barely leaves chance; ten shuffled passes
+    # with the wide term come near the learnable ceiling.
+    assert former + 0.1 < defaults < float(rows[0][1]), rows
+    assert [row[6] for row in rows] == ["10", "1"], rows  # passes
 
 
 def test_ab_run_pairs_two_builds_round_by_round():

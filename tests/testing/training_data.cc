@@ -38,6 +38,11 @@ std::vector<std::string> LearnableDataWorkerFlags(
       absl::StrCat("--train_files=", data.files[0]),
       absl::StrCat("--eval_files=", data.holdout_file),
       "--batch_size=256",
+      // One pass in file order without the wide term: what these tests'
+      // figures were set for (not the worker's defaults).
+      "--epochs=1",
+      "--shuffle_buffer=0",
+      "--wide=false",
       "--staleness=0",
       "--sparse_optimizer=adam",
       "--sparse_learning_rate=0.01",

@@ -180,9 +180,12 @@ absl::StatusOr<std::unique_ptr<BatchPipeline>> BatchPipeline::Start(
   pipeline->reader_ = std::move(*reader);
   const BatchPipelineOptions& o = pipeline->options_;
   if (o.shuffle_window > 0) {
+    // Whole batches per window: a window's last batch is not cut short.
+    const size_t batch = static_cast<size_t>(o.reader.batch_size);
+    const size_t window = (o.shuffle_window + batch - 1) / batch * batch;
     pipeline->shuffle_ = std::make_unique<ShuffleWindow>(
-        pipeline->reader_.get(), o.shuffle_window, o.reader.batch_size,
-        o.shuffle_seed, o.first_epoch);
+        pipeline->reader_.get(), window, o.reader.batch_size, o.shuffle_seed,
+        o.first_epoch);
   }
   if (pipeline->options_.depth > 0) {
     pipeline->thread_ = std::thread([p = pipeline.get()] { p->Loop(); });

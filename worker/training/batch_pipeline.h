@@ -89,7 +89,8 @@ struct BatchPipelineOptions {
   // Batches read and pulled ahead of the one being trained; 0 runs each
   // Next() synchronously on the caller's thread.
   int depth = 1;
-  // Examples shuffled together (ShuffleWindow); 0: file order. The order
+  // Examples shuffled together (ShuffleWindow), rounded up to whole
+  // batches; 0: file order. The order
   // follows shuffle_seed and the epoch, counted from first_epoch (a resumed
   // run's).
   size_t shuffle_window = 0;
