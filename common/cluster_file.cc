@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "common/config_field_error.h"
 #include "common/status_macros.h"
 #include "yaml-cpp/yaml.h"
 
@@ -20,20 +21,6 @@ namespace strata {
 namespace {
 
 constexpr int kMaxWorkers = 65536;
-
-// Errors name the file and the field, like "cluster.yaml: shards.flags.port".
-class FieldError {
- public:
-  explicit FieldError(absl::string_view path) : path_(path) {}
-  absl::Status operator()(absl::string_view field,
-                          absl::string_view problem) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("cluster file ", path_, ": ", field, ": ", problem));
-  }
-
- private:
-  std::string path_;
-};
 
 bool IsFlagName(absl::string_view name) {
   if (name.empty()) return false;
@@ -48,7 +35,7 @@ bool IsFlagName(absl::string_view name) {
 // A flag value: a scalar, or a list of scalars joined with commas.
 absl::StatusOr<std::string> FlagValue(const YAML::Node& node,
                                       absl::string_view field,
-                                      const FieldError& error) {
+                                      const ConfigFieldError& error) {
   if (node.IsScalar()) return node.Scalar();
   if (node.IsNull()) return std::string();
   if (node.IsSequence()) {
@@ -66,7 +53,7 @@ absl::StatusOr<std::string> FlagValue(const YAML::Node& node,
 
 absl::StatusOr<ClusterFlagList> ParseFlags(const YAML::Node& node,
                                            absl::string_view field,
-                                           const FieldError& error) {
+                                           const ConfigFieldError& error) {
   ClusterFlagList flags;
   if (!node || node.IsNull()) return flags;
   if (!node.IsMap()) return error(field, "must be a map of flag: value");
@@ -87,7 +74,7 @@ absl::StatusOr<ClusterFlagList> ParseFlags(const YAML::Node& node,
 }
 
 absl::Status CheckAddress(absl::string_view address, absl::string_view field,
-                          const FieldError& error) {
+                          const ConfigFieldError& error) {
   const size_t colon = address.rfind(':');
   int port = 0;
   if (colon == absl::string_view::npos || colon == 0 ||
@@ -101,7 +88,8 @@ absl::Status CheckAddress(absl::string_view address, absl::string_view field,
 }
 
 absl::StatusOr<std::vector<std::string>> ParseAddresses(
-    const YAML::Node& node, absl::string_view field, const FieldError& error,
+    const YAML::Node& node, absl::string_view field,
+    const ConfigFieldError& error,
     std::vector<std::vector<std::string>>* replicas) {
   if (!node || !node.IsSequence() || node.size() == 0) {
     return error(field, "must be a non-empty list of host:port");
@@ -144,7 +132,7 @@ absl::StatusOr<std::vector<std::string>> ParseAddresses(
 
 absl::Status CheckKeys(const YAML::Node& node, absl::string_view field,
                        const std::vector<absl::string_view>& allowed,
-                       const FieldError& error) {
+                       const ConfigFieldError& error) {
   for (const auto& entry : node) {
     const std::string key = entry.first.Scalar();
     bool known = false;
@@ -161,7 +149,7 @@ absl::Status CheckKeys(const YAML::Node& node, absl::string_view field,
 absl::StatusOr<ClusterGroup> ParseGroup(const YAML::Node& root,
                                         absl::string_view name,
                                         bool has_addresses,
-                                        const FieldError& error) {
+                                        const ConfigFieldError& error) {
   ClusterGroup group;
   const YAML::Node node = root[std::string(name)];
   if (!node || node.IsNull()) return group;
@@ -210,8 +198,8 @@ absl::StatusOr<ClusterGroup> ParseGroup(const YAML::Node& root,
   return group;
 }
 
-absl::StatusOr<std::vector<std::string>> ParseEtcd(const YAML::Node& root,
-                                                   const FieldError& error) {
+absl::StatusOr<std::vector<std::string>> ParseEtcd(
+    const YAML::Node& root, const ConfigFieldError& error) {
   const YAML::Node node = root["etcd"];
   if (!node || node.IsNull()) return std::vector<std::string>();
   if (!node.IsMap()) return error("etcd", "must be a map");
@@ -221,7 +209,7 @@ absl::StatusOr<std::vector<std::string>> ParseEtcd(const YAML::Node& root,
 
 absl::StatusOr<ClusterFile> ParseRoot(const YAML::Node& root,
                                       absl::string_view path) {
-  const FieldError error(path);
+  const ConfigFieldError error("cluster file", path);
   if (!root.IsMap()) return error("(top level)", "must be a map");
   STRATA_RETURN_IF_ERROR(
       CheckKeys(root, "(top level)",

@@ -13,25 +13,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "common/config_field_error.h"
 #include "common/file_system.h"
 #include "yaml-cpp/yaml.h"
 
 namespace strata {
 namespace {
-
-// Errors name the file and the field: "model.yaml: tables[1].fields: ...".
-class FieldError {
- public:
-  explicit FieldError(absl::string_view path) : path_(path) {}
-  absl::Status operator()(absl::string_view field,
-                          absl::string_view problem) const {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model config ", path_, ": ", field, ": ", problem));
-  }
-
- private:
-  std::string path_;
-};
 
 // "C7" -> 6; -1 for anything else.
 int FieldIndex(absl::string_view name, int num_fields) {
@@ -57,7 +44,7 @@ absl::Status AddFields(absl::string_view item, int num_fields,
 absl::StatusOr<std::vector<int>> ParseFields(const YAML::Node& node,
                                              absl::string_view field,
                                              int num_fields,
-                                             const FieldError& error) {
+                                             const ConfigFieldError& error) {
   // Nodes are handles: copies refer to the same document.
   std::vector<YAML::Node> items;
   if (node.IsScalar()) {
@@ -226,7 +213,7 @@ absl::StatusOr<FeatureTable> ParseTable(const YAML::Node& node,
                                         const std::string& field,
                                         const v1::TableConfig& defaults,
                                         int embedding_dim, int num_fields,
-                                        const FieldError& error) {
+                                        const ConfigFieldError& error) {
   if (!node.IsMap()) return error(field, "must be a map with name and fields");
   FeatureTable table;
   table.config = defaults;
@@ -268,7 +255,7 @@ absl::StatusOr<FeatureTable> ParseTable(const YAML::Node& node,
 absl::StatusOr<std::vector<FeatureTable>> ParseRoot(
     const YAML::Node& root, absl::string_view path,
     const v1::TableConfig& defaults, int embedding_dim, int num_fields) {
-  const FieldError error(path);
+  const ConfigFieldError error("model config", path);
   if (!root.IsMap()) return error("(top)", "must be a map with 'tables'");
   for (const auto& entry : root) {
     if (!entry.first.IsScalar() || entry.first.Scalar() != "tables") {
