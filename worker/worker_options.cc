@@ -166,16 +166,15 @@ std::vector<std::string> SplitList(const std::string& text) {
   return absl::StrSplit(text, ',', absl::SkipEmpty());
 }
 
-// The optimizer `name` given to --`flag`.
+// The optimizer `name` given to --`flag`, as a model config names it.
 absl::StatusOr<v1::OptimizerType> ParseSparseOptimizer(
     absl::string_view flag, const std::string& name) {
-  if (name == "sgd") return v1::SGD;
-  if (name == "adagrad") return v1::ADAGRAD;
-  if (name == "adam") return v1::ADAM;
-  if (name == "ftrl") return v1::FTRL;
-  return absl::InvalidArgumentError(
-      absl::StrCat("--", flag, ": unknown \"", name,
-                   "\" (want sgd, adagrad, adam or ftrl)"));
+  absl::StatusOr<v1::OptimizerType> type = ParseOptimizerType(name);
+  if (!type.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--", flag, ": ", type.status().message()));
+  }
+  return type;
 }
 
 absl::Status ReadWideFlags(WorkerFlags* flags) {

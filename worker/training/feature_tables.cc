@@ -68,15 +68,6 @@ absl::StatusOr<std::vector<int>> ParseFields(const YAML::Node& node,
   return fields;
 }
 
-absl::StatusOr<v1::OptimizerType> OptimizerType(absl::string_view name) {
-  if (name == "sgd") return v1::SGD;
-  if (name == "adagrad") return v1::ADAGRAD;
-  if (name == "adam") return v1::ADAM;
-  if (name == "ftrl") return v1::FTRL;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown \"", name, "\" (want sgd, adagrad, adam or ftrl)"));
-}
-
 // A setter of one TableConfig key from its scalar text; INVALID_ARGUMENT
 // (with the problem only) on a bad value.
 using Setter = std::function<absl::Status(absl::string_view, v1::TableConfig&)>;
@@ -86,14 +77,11 @@ absl::StatusOr<T> Number(absl::string_view text) {
   T value{};
   bool ok;
   if constexpr (std::is_floating_point_v<T>) {
-    ok = absl::SimpleAtod(text, &value);
+    // Stored as float: nan, inf and 1e300 are not numbers a table takes.
+    ok = absl::SimpleAtod(text, &value) && std::isfinite(value) &&
+         std::abs(value) <= std::numeric_limits<float>::max();
   } else {
     ok = absl::SimpleAtoi(text, &value);
-  }
-  if constexpr (std::is_floating_point_v<T>) {
-    // Stored as float: nan, inf and 1e300 are not numbers a table takes.
-    ok = ok && std::isfinite(value) &&
-         std::abs(value) <= std::numeric_limits<float>::max();
   }
   if (!ok) {
     return absl::InvalidArgumentError(
@@ -169,7 +157,7 @@ const std::map<std::string, Setter>& Setters() {
 absl::Status SetOptimizer(absl::string_view name,
                           const v1::TableConfig& defaults,
                           v1::TableConfig& config) {
-  absl::StatusOr<v1::OptimizerType> type = OptimizerType(name);
+  absl::StatusOr<v1::OptimizerType> type = ParseOptimizerType(name);
   if (!type.ok()) return type.status();
   if (*type == config.optimizer().type()) return absl::OkStatus();
   const float rate = config.optimizer().learning_rate();
@@ -300,6 +288,15 @@ absl::StatusOr<std::vector<FeatureTable>> ParseRoot(
 }
 
 }  // namespace
+
+absl::StatusOr<v1::OptimizerType> ParseOptimizerType(absl::string_view name) {
+  if (name == "sgd") return v1::SGD;
+  if (name == "adagrad") return v1::ADAGRAD;
+  if (name == "adam") return v1::ADAM;
+  if (name == "ftrl") return v1::FTRL;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown \"", name, "\" (want sgd, adagrad, adam or ftrl)"));
+}
 
 absl::StatusOr<std::vector<FeatureTable>> ParseFeatureTables(
     absl::string_view text, absl::string_view path,

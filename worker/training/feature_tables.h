@@ -53,6 +53,10 @@ absl::StatusOr<std::vector<FeatureTable>> ParseFeatureTables(
     absl::string_view text, absl::string_view path,
     const v1::TableConfig& defaults, int embedding_dim, int num_fields);
 
+// "sgd", "adagrad", "adam" or "ftrl" (the names of the worker's flags and of
+// a model config); INVALID_ARGUMENT naming the others.
+absl::StatusOr<v1::OptimizerType> ParseOptimizerType(absl::string_view name);
+
 // A model config file larger than this is refused unread.
 inline constexpr size_t kMaxModelConfigBytes = 1 << 20;
 

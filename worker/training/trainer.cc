@@ -518,13 +518,9 @@ int64_t Trainer::PushedKeys() const {
 }
 
 absl::Status Trainer::DrainPushes() {
-  std::vector<AsyncPusher*> pushers = {wide_pusher_.get()};
-  for (const auto& pusher : pushers_) pushers.push_back(pusher.get());
-  for (AsyncPusher* pusher : pushers) {
-    if (pusher == nullptr) continue;
-    STRATA_RETURN_IF_ERROR(pusher->Drain());
-  }
-  return absl::OkStatus();
+  for (const auto& pusher : pushers_) STRATA_RETURN_IF_ERROR(pusher->Drain());
+  if (wide_pusher_ == nullptr) return absl::OkStatus();
+  return wide_pusher_->Drain();
 }
 
 absl::Status Trainer::Checkpoint() {
