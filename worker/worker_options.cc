@@ -75,8 +75,9 @@ ABSL_FLAG(std::string, model_config, "",
           "initial_accumulator, init_stddev, admit_min_count, "
           "admit_probability, admit_sketch_width, admit_sketch_depth, "
           "evict_after_steps, evict_after_seconds, evict_min_norm, "
-          "memory_budget_mb; a key left out takes this program's flag). "
-          "Empty: every field in --table.");
+          "memory_budget_mb; a key left out takes this program's flag; dim "
+          "is at most --embedding_dim, a narrower table's rows enter the "
+          "model zero-padded). Empty: every field in --table.");
 ABSL_FLAG(std::string, sparse_optimizer, "adagrad",
           "Optimizer of the embedding rows on the PS: sgd, adagrad, adam or "
           "ftrl.");

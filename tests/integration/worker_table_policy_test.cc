@@ -124,7 +124,8 @@ TEST_F(WorkerTablePolicyTest, PoliciesReachTheShardAndASecondWorkerAttaches) {
 }
 
 // Users in one table (admission, a memory budget), ads in another
-// (eviction, SGD), the context fields in a third with the flags' settings.
+// (eviction, SGD), the context fields in a third with the flags' settings
+// at a quarter of the model's width.
 constexpr char kModelConfig[] = R"(tables:
   - name: users
     fields: [C1-C10]
@@ -137,6 +138,7 @@ constexpr char kModelConfig[] = R"(tables:
     evict_after_steps: 1000000
   - name: context
     fields: [C21-C26]
+    dim: 4
 )";
 
 TEST_F(WorkerTablePolicyTest, AModelConfigsTablesGetTheirOwnPolicies) {
@@ -164,8 +166,10 @@ TEST_F(WorkerTablePolicyTest, AModelConfigsTablesGetTheirOwnPolicies) {
   for (const auto* table : {&*users, &*ads, &*context}) {
     EXPECT_EQ(table->config().evict_after_seconds(), 86400u)
         << table->config().name();
-    EXPECT_EQ(table->config().dim(), 16u);
   }
+  EXPECT_EQ(users->config().dim(), 16u);  // --embedding_dim
+  EXPECT_EQ(ads->config().dim(), 16u);
+  EXPECT_EQ(context->config().dim(), 4u);
   EXPECT_GT(ads->num_rows(), 0u);
   EXPECT_GT(context->num_rows(), 0u);
   EXPECT_THAT(Table(kTable).status(),
@@ -195,6 +199,11 @@ TEST_F(WorkerTablePolicyTest, ABadModelConfigIsAUsageErrorNamingTheField) {
   EXPECT_THAT(log, HasSubstr(".yaml"));
   EXPECT_EQ(RunWorker({"--model_config=/nonexistent/model.yaml"}, &log), 2);
   EXPECT_THAT(log, HasSubstr("cannot read model config /nonexistent"));
+  std::string too_wide = kModelConfig;
+  too_wide.replace(too_wide.find("dim: 4"), 6, "dim: 17");
+  EXPECT_EQ(RunWorker({ModelConfigFlag(too_wide)}, &log), 2);
+  EXPECT_THAT(log, HasSubstr("tables[2].dim: 17 is not in [1, "
+                             "--embedding_dim=16]"));
 }
 
 TEST_F(WorkerTablePolicyTest, ABadPolicyIsRefusedNamingTheField) {

@@ -70,28 +70,30 @@ absl::Status SetKeyTables(const FieldTables& tables, PreparedBatch* batch) {
   return absl::OkStatus();
 }
 
-// Pulls each unique key's row from its table into batch->embeddings.
+// Pulls each unique key's row from its table into batch->embeddings (a
+// narrower table's rows padded with zeros to `dim`).
 absl::Status PullRows(PsClient& ps, const FieldTables& tables, int dim,
                       PreparedBatch* batch) {
-  batch->embeddings.resize(batch->unique_keys.size() * dim);
-  if (batch->key_tables.empty()) {
+  const std::vector<int> widths = tables.WidthsFor(dim);
+  if (batch->key_tables.empty() && widths[0] == dim) {
+    batch->embeddings.resize(batch->unique_keys.size() * dim);
     return ps.Pull(tables.names[0], batch->unique_keys,
                    absl::MakeSpan(batch->embeddings));
   }
-  std::vector<TableRows> by_table =
-      SplitRowsByTable(*batch, {}, dim, tables.names.size());
-  std::vector<size_t> next(by_table.size(), 0);
+  std::vector<TableRows> by_table = SplitRowsByTable(*batch, {}, dim, widths);
   for (size_t t = 0; t < by_table.size(); ++t) {
     TableRows& rows = by_table[t];
     if (rows.keys.empty()) continue;
-    rows.values.resize(rows.keys.size() * dim);
+    rows.values.resize(rows.keys.size() * widths[t]);
     STRATA_RETURN_IF_ERROR(
         ps.Pull(tables.names[t], rows.keys, absl::MakeSpan(rows.values)));
   }
   // Back in unique-key order: each table's keys are in that order too.
+  batch->embeddings.assign(batch->unique_keys.size() * dim, 0.0f);
+  std::vector<size_t> next(by_table.size(), 0);
   for (size_t k = 0; k < batch->unique_keys.size(); ++k) {
-    const int t = batch->key_tables[k];
-    std::copy_n(by_table[t].values.data() + next[t]++ * dim, dim,
+    const int t = batch->key_tables.empty() ? 0 : batch->key_tables[k];
+    std::copy_n(by_table[t].values.data() + next[t]++ * widths[t], widths[t],
                 batch->embeddings.data() + k * dim);
   }
   return absl::OkStatus();
@@ -140,18 +142,23 @@ absl::Status IndexAndPull(PsClient& ps, const FieldTables& tables,
 
 std::vector<TableRows> SplitRowsByTable(const PreparedBatch& batch,
                                         absl::Span<const float> values, int dim,
-                                        size_t num_tables) {
-  std::vector<TableRows> by_table(num_tables);
+                                        absl::Span<const int> table_widths) {
+  std::vector<TableRows> by_table(table_widths.size());
   for (size_t k = 0; k < batch.unique_keys.size(); ++k) {
-    TableRows& rows =
-        by_table[batch.key_tables.empty() ? 0 : batch.key_tables[k]];
+    const int t = batch.key_tables.empty() ? 0 : batch.key_tables[k];
+    TableRows& rows = by_table[t];
     rows.keys.push_back(batch.unique_keys[k]);
     if (!values.empty()) {
-      rows.values.insert(rows.values.end(), values.begin() + k * dim,
-                         values.begin() + (k + 1) * dim);
+      const auto row = values.begin() + k * dim;
+      rows.values.insert(rows.values.end(), row, row + table_widths[t]);
     }
   }
   return by_table;
+}
+
+std::vector<int> FieldTables::WidthsFor(int embedding_dim) const {
+  if (dims.empty()) return std::vector<int>(names.size(), embedding_dim);
+  return dims;
 }
 
 std::vector<float> WideGradients(const PreparedBatch& batch,
@@ -172,6 +179,16 @@ absl::StatusOr<std::unique_ptr<BatchPipeline>> BatchPipeline::Start(
     return absl::InvalidArgumentError(
         "batch pipeline needs a PS client, a table, epochs >= 1, depth >= 0 "
         "and embedding_dim >= 1");
+  }
+  const std::vector<int>& dims = options.tables.dims;
+  if (!dims.empty() &&
+      (dims.size() != options.tables.names.size() ||
+       *std::min_element(dims.begin(), dims.end()) < 1 ||
+       *std::max_element(dims.begin(), dims.end()) > options.embedding_dim)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("batch pipeline needs one width in [1, ",
+                     options.embedding_dim, "] per table; got ", dims.size(),
+                     " for ", options.tables.names.size(), " tables"));
   }
   auto reader = CriteoReader::Open(options.reader);
   if (!reader.ok()) return reader.status();

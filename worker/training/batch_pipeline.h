@@ -26,6 +26,13 @@ struct FieldTables {
   std::vector<std::string> names;  // at least one
   // Index into names of each field's table; empty: every field in names[0].
   std::vector<int> table_of_field;
+  // The row width of each table, at most the model's embedding_dim; empty:
+  // every table has the model's width. A narrower table's rows enter the
+  // model zero-padded, and only their own components are pushed back.
+  std::vector<int> dims;
+
+  // Each table's width, for a model of `embedding_dim`.
+  std::vector<int> WidthsFor(int embedding_dim) const;
 };
 
 // A batch ready for the model: its examples, the unique keys of its
@@ -36,7 +43,9 @@ struct PreparedBatch {
   std::vector<uint64_t> unique_keys;
   std::vector<uint32_t> offsets;  // examples.size() * num_fields + 1
   std::vector<uint32_t> rows;     // into unique_keys
-  std::vector<float> embeddings;  // unique_keys.size() x embedding_dim
+  // unique_keys.size() x embedding_dim; a narrower table's rows padded
+  // with zeros.
+  std::vector<float> embeddings;
   // With several tables: the table of each unique key (an index into
   // FieldTables::names). Empty with one table.
   std::vector<int> key_tables;
@@ -67,11 +76,13 @@ struct TableRows {
 };
 
 // `values` (one row of `dim` per unique key of `batch`, or empty for keys
-// only) split by the keys' tables: one TableRows per table of `num_tables`,
-// keys in batch order. REQUIRES: every key_tables entry < num_tables.
+// only) split by the keys' tables: one TableRows per table of
+// `table_widths`, keys in batch order, each row cut to the first
+// table_widths[t] <= dim floats. REQUIRES: every key_tables entry <
+// table_widths.size().
 std::vector<TableRows> SplitRowsByTable(const PreparedBatch& batch,
                                         absl::Span<const float> values, int dim,
-                                        size_t num_tables);
+                                        absl::Span<const int> table_widths);
 
 // The wide weights' gradients of the summed loss, times `scale`: each key
 // gets p_i - y_i (the logit's gradient) for every occurrence in example i.

@@ -182,11 +182,13 @@ absl::Status ParseTableKey(const std::string& key, const std::string& text,
   }
   if (key == "dim") {
     int dim = 0;
-    if (!absl::SimpleAtoi(text, &dim) || dim != embedding_dim) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(text, " differs from --embedding_dim=", embedding_dim,
-                       ": the DLRM's interaction joins vectors of one width"));
+    if (!absl::SimpleAtoi(text, &dim) || dim < 1 || dim > embedding_dim) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          text, " is not in [1, --embedding_dim=", embedding_dim,
+          "]: a narrower table's rows enter the interaction zero-padded to "
+          "the model's width"));
     }
+    table.config.set_dim(static_cast<uint32_t>(dim));
     return absl::OkStatus();
   }
   auto setter = Setters().find(key);
@@ -205,6 +207,7 @@ absl::StatusOr<FeatureTable> ParseTable(const YAML::Node& node,
   if (!node.IsMap()) return error(field, "must be a map with name and fields");
   FeatureTable table;
   table.config = defaults;
+  table.config.set_dim(static_cast<uint32_t>(embedding_dim));
   const YAML::Node optimizer = node["optimizer"];
   if (optimizer.IsDefined()) {
     const std::string key_field = absl::StrCat(field, ".optimizer");
@@ -236,7 +239,6 @@ absl::StatusOr<FeatureTable> ParseTable(const YAML::Node& node,
     table.config.mutable_optimizer()->set_initial_accumulator(0);
   }
   table.config.set_name(table.name);
-  table.config.set_dim(static_cast<uint32_t>(embedding_dim));
   return table;
 }
 

@@ -43,8 +43,10 @@ struct FeatureTable {
 // not set keeps its value in `defaults` (the worker's flags; a table that
 // switches to Adagrad takes the initial accumulator from there, one that
 // leaves Adagrad drops it): the other keys
-// are dim (which must be `embedding_dim`: the DLRM's interaction joins
-// vectors of one width), admit_probability, admit_sketch_width,
+// are dim (1 to `embedding_dim`, which is also the default: a narrower
+// table's rows enter the interaction zero-padded to the model's width, so
+// they cost the PS, the network and the optimizer state only their own
+// width), admit_probability, admit_sketch_width,
 // admit_sketch_depth, evict_after_steps, evict_after_seconds and
 // evict_min_norm. INVALID_ARGUMENT naming the file and the field at fault
 // (an unknown key, a field in two tables or in none, a repeated name, a bad

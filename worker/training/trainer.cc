@@ -4,6 +4,7 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/algorithm/container.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -47,6 +48,7 @@ absl::Status FillInAndCheckFeatureTables(TrainerOptions& options) {
     FeatureTable all;
     all.name = options.table;
     all.config = options.table_config;
+    all.config.set_dim(static_cast<uint32_t>(options.model.embedding_dim));
     for (int f = 0; f < num_fields; ++f) all.fields.push_back(f);
     options.feature_tables.push_back(std::move(all));
   }
@@ -58,7 +60,15 @@ absl::Status FillInAndCheckFeatureTables(TrainerOptions& options) {
           absl::StrCat("two feature tables are named \"", table.name, "\""));
     }
     table.config.set_name(table.name);
-    table.config.set_dim(static_cast<uint32_t>(options.model.embedding_dim));
+    const int model_dim = options.model.embedding_dim;
+    if (table.config.dim() == 0) {
+      table.config.set_dim(static_cast<uint32_t>(model_dim));
+    }
+    if (table.config.dim() > static_cast<uint32_t>(model_dim)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "feature table \"", table.name, "\" has dim ", table.config.dim(),
+          ", above the model's embedding_dim ", model_dim));
+    }
     if (table.name.empty() || table.name == options.wide_table) {
       return absl::InvalidArgumentError(
           absl::StrCat("feature table name \"", table.name,
@@ -84,11 +94,17 @@ absl::Status FillInAndCheckFeatureTables(TrainerOptions& options) {
 }
 
 // What a checkpoint must match: the model's shape, and with several
-// tables which fields each holds (a checkpoint of another grouping would
-// train on against tables its rows are not in).
+// tables, or a narrower one, which fields each holds and at what width (a
+// checkpoint of another grouping would train on against tables its rows are
+// not in).
 std::string DescribeModelAndTables(const TrainerOptions& options) {
   std::string description = DescribeModel(options.model);
-  if (options.feature_tables.size() < 2) return description;
+  const uint32_t model_dim = options.model.embedding_dim;
+  const bool narrower =
+      absl::c_any_of(options.feature_tables, [&](const FeatureTable& table) {
+        return table.config.dim() < model_dim;
+      });
+  if (options.feature_tables.size() < 2 && !narrower) return description;
   absl::StrAppend(&description, "; tables");
   for (const FeatureTable& table : options.feature_tables) {
     absl::StrAppend(
@@ -96,6 +112,9 @@ std::string DescribeModelAndTables(const TrainerOptions& options) {
         absl::StrJoin(table.fields, ",C", [](std::string* out, int field) {
           absl::StrAppend(out, field + 1);
         }));
+    if (table.config.dim() < model_dim) {
+      absl::StrAppend(&description, " (dim ", table.config.dim(), ")");
+    }
   }
   return description;
 }
@@ -108,6 +127,7 @@ FieldTables FieldTablesOf(const TrainerOptions& options) {
       tables.table_of_field[f] = static_cast<int>(tables.names.size());
     }
     tables.names.push_back(table.name);
+    tables.dims.push_back(static_cast<int>(table.config.dim()));
   }
   return tables;
 }
@@ -497,12 +517,14 @@ absl::Status Trainer::TakePsCheckpoint(std::string& id) {
 absl::Status Trainer::PushRows(PreparedBatch& batch,
                                std::vector<float> row_gradients,
                                uint64_t step) {
-  if (pushers_.size() == 1) {
+  const int dim = options_.model.embedding_dim;
+  const std::vector<int> widths = field_tables_.WidthsFor(dim);
+  if (pushers_.size() == 1 && widths[0] == dim) {
     return pushers_[0]->Push(std::move(batch.unique_keys),
                              std::move(row_gradients), step);
   }
-  std::vector<TableRows> by_table = SplitRowsByTable(
-      batch, row_gradients, options_.model.embedding_dim, pushers_.size());
+  std::vector<TableRows> by_table =
+      SplitRowsByTable(batch, row_gradients, dim, widths);
   for (size_t t = 0; t < by_table.size(); ++t) {
     if (by_table[t].keys.empty()) continue;
     STRATA_RETURN_IF_ERROR(pushers_[t]->Push(

@@ -67,7 +67,9 @@ struct TrainerOptions {
   std::string table = "dlrm_embeddings";
   v1::TableConfig table_config;
   // Or the fields grouped into tables of their own (a model config file):
-  // every field in exactly one, each config's dim the model's embedding_dim.
+  // every field in exactly one, each config's dim at most the model's
+  // embedding_dim (0: that width; a narrower table's rows enter the model
+  // zero-padded).
   // Each is created by rank 0 when missing. Empty: `table` for every field.
   std::vector<FeatureTable> feature_tables;
   // The wide (first-order) term beside the DLRM, as in Wide&Deep and

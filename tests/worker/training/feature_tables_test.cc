@@ -50,7 +50,7 @@ TEST(FeatureTablesTest, GroupsFieldsAndOverridesOnlyTheKeysGiven) {
 tables:
   - name: user
     fields: [C1-C3, C5]
-    dim: 8
+    dim: 4
     optimizer: sgd
     learning_rate: 0.5
     admit_min_count: 0
@@ -72,7 +72,8 @@ tables:
   EXPECT_EQ(user.name, "user");
   EXPECT_THAT(user.fields, ElementsAre(0, 1, 2, 4));
   EXPECT_EQ(user.config.name(), "user");
-  EXPECT_EQ(user.config.dim(), 8u);
+  EXPECT_EQ(user.config.dim(), 4u);
+  EXPECT_EQ((*tables)[1].config.dim(), static_cast<uint32_t>(kDim));
   // Another optimizer: its own settings start over (zero: the server's
   // default), the learning rate given applies.
   EXPECT_EQ(user.config.optimizer().type(), v1::SGD);
@@ -167,7 +168,11 @@ TEST(FeatureTablesTest, BadKeysAndValuesAreNamed) {
            {"{name: a, " + all + ", memory_budget_mb: 99999999999999}",
             "tables[0].memory_budget_mb: is over"},
            {"{name: a, " + all + ", dim: 16}",
-            "tables[0].dim: 16 differs from --embedding_dim=8"},
+            "tables[0].dim: 16 is not in [1, --embedding_dim=8]"},
+           {"{name: a, " + all + ", dim: 0}",
+            "tables[0].dim: 0 is not in [1, --embedding_dim=8]"},
+           {"{name: a, " + all + ", dim: wide}",
+            "tables[0].dim: wide is not in [1, --embedding_dim=8]"},
            {"{name: a, " + all + ", learning_rate: nan}",
             "tables[0].learning_rate: \"nan\" is not a finite number"},
            {"{name: a, " + all + ", evict_min_norm: 1e300}",
@@ -231,6 +236,8 @@ TEST(FeatureTablesTest, TheExampleFileGroupsAllTwentySixFields) {
   EXPECT_EQ((*tables)[0].config.memory_budget_bytes(), 256u << 20);
   EXPECT_EQ((*tables)[1].config.evict_after_seconds(), 86400u);
   EXPECT_EQ((*tables)[2].fields.size(), 6u);
+  EXPECT_EQ((*tables)[0].config.dim(), 16u);
+  EXPECT_EQ((*tables)[2].config.dim(), 8u);
 }
 
 }  // namespace

@@ -381,15 +381,15 @@ TEST_F(TrainerTest, RestoreWithoutACheckpointFailsNamingTheDirectory) {
                        ::testing::HasSubstr("no checkpoint in")));
 }
 
-// Rows of `keys`, dim 8, from the test's shards.
+// Rows of `keys`, `dim` floats each, from the test's shards.
 std::vector<float> PullRows(const std::vector<std::string>& shards,
                             const std::string& table,
-                            const std::vector<uint64_t>& keys) {
+                            const std::vector<uint64_t>& keys, int dim = 8) {
   PsClientOptions options;
   options.shard_addresses = shards;
   auto client = PsClient::Create(options);
   EXPECT_THAT(client.status(), IsOk());
-  std::vector<float> rows(keys.size() * 8);
+  std::vector<float> rows(keys.size() * dim);
   if (client.ok()) {
     EXPECT_THAT((*client)->Pull(table, keys, absl::MakeSpan(rows)), IsOk());
   }
@@ -572,6 +572,139 @@ TEST_F(TrainerTest, EachKeyIsPulledAndPushedInItsFieldsTable) {
             PullRows(Addresses(), "fresh", a));
   EXPECT_NE(PullRows(Addresses(), "split_1", c),
             PullRows(Addresses(), "fresh", c));
+}
+
+// The dim each table of `tables` has on the test's shards.
+std::map<std::string, uint32_t> DimsOfTables(
+    const std::vector<std::string>& shards) {
+  PsClientOptions options;
+  options.shard_addresses = shards;
+  std::map<std::string, uint32_t> dims;
+  auto client = PsClient::Create(options);
+  EXPECT_THAT(client.status(), IsOk());
+  if (!client.ok()) return dims;
+  auto tables = (*client)->ListTables();
+  EXPECT_THAT(tables.status(), IsOk());
+  if (!tables.ok()) return dims;
+  for (const v1::TableInfo& table : *tables) {
+    dims[table.config().name()] = table.config().dim();
+  }
+  return dims;
+}
+
+TEST_F(TrainerTest, ANarrowTableStepsAsTheFirstComponentsOfAFullWidthOne) {
+  // Rows start at zero, so a dim-4 row padded to the model's 8 is the
+  // full-width row: one SGD step moves the narrow row exactly as the first
+  // four components of the wide one, and pushes nothing else.
+  const std::string file = absl::StrCat(dir_.path(), "/narrow_step");
+  const std::vector<uint64_t> keys = WriteTwoMultiHotExamples(file);
+  auto step_with_dim = [&](const std::string& prefix, uint32_t dim) {
+    TrainerOptions options = Options("unused", 2);
+    options.model.interaction = Interaction::kConcat;
+    options.table_config.mutable_optimizer()->set_type(v1::SGD);
+    options.table_config.mutable_optimizer()->set_learning_rate(1.0f);
+    options.table_config.mutable_initializer()->set_type(v1::ZEROS);
+    options.feature_tables = ThreeFeatureTables(prefix, options.table_config);
+    options.feature_tables[1].config.set_dim(dim);
+    options.train.files = {file};
+    options.staleness = 0;
+    auto results = RunRanks(1, prefix, [&](int) { return options; });
+    EXPECT_THAT(results[0].status(), IsOk());
+    // c and d, in C2: table 1.
+    return PullRows(Addresses(), prefix + "1", {keys[2], keys[3]}, dim);
+  };
+  const std::vector<float> full = step_with_dim("full_", 8);
+  const std::vector<float> narrow = step_with_dim("narrow_", 4);
+  ASSERT_EQ(full.size(), 16u);
+  ASSERT_EQ(narrow.size(), 8u);
+  double full_tail = 0;
+  for (int k = 0; k < 2; ++k) {
+    for (int d = 0; d < 4; ++d) {
+      EXPECT_EQ(narrow[k * 4 + d], full[k * 8 + d]) << k << "," << d;
+    }
+    for (int d = 4; d < 8; ++d) full_tail += std::abs(full[k * 8 + d]);
+  }
+  EXPECT_GT(full_tail, 0);  // the full-width row moved there; the narrow
+                            // one has nowhere to
+  EXPECT_NE(narrow, std::vector<float>(8, 0.0f));
+  std::map<std::string, uint32_t> dims = DimsOfTables(Addresses());
+  EXPECT_EQ(dims["narrow_0"], 8u);
+  EXPECT_EQ(dims["narrow_1"], 4u);
+  EXPECT_EQ(dims["full_1"], 8u);
+}
+
+TEST_F(TrainerTest, ANarrowTablesPaddingNeverReachesTheModel) {
+  // Under concat, the top layer's weights of a narrow table's padded
+  // inputs see only zeros, so their gradient is zero at every step and
+  // Adam leaves them where they started; those of its own components move.
+  TrainerOptions options = Options("unused", 256);
+  options.model.interaction = Interaction::kConcat;
+  options.feature_tables = ThreeFeatureTables("pad_", options.table_config);
+  options.feature_tables[1].config.set_dim(4);  // C2-C13
+  options.max_steps = 20;
+  options.staleness = 1;
+  std::vector<float> last;
+  options.on_step = [&](int64_t, absl::Span<const float> p) {
+    last.assign(p.begin(), p.end());
+  };
+  auto results = RunRanks(1, "pad", [&](int) { return options; });
+  ASSERT_THAT(results[0].status(), IsOk());
+  const std::vector<float> initial = InitialDenseParameters(options.model);
+  const DenseLayout layout = MakeDenseLayout(options.model);
+  ASSERT_EQ(last.size(), initial.size());
+  const DenseLayer& first_top = layout.top[0];
+  const int dim = options.model.embedding_dim;
+  // z = [bottom, e_1 .. e_26]: input dim + f * dim + c.
+  auto moved = [&](int field, int component) {
+    const size_t input = dim + field * dim + component;
+    double change = 0;
+    for (int o = 0; o < first_top.outputs; ++o) {
+      const size_t i = first_top.weight_offset + input * first_top.outputs + o;
+      change += std::abs(last[i] - initial[i]);
+    }
+    return change;
+  };
+  for (int field = 1; field < 13; ++field) {
+    for (int c = 4; c < dim; ++c) {
+      EXPECT_EQ(moved(field, c), 0.0) << "C" << field + 1 << "[" << c << "]";
+    }
+    EXPECT_GT(moved(field, 0), 0.0) << "C" << field + 1;
+  }
+  EXPECT_GT(moved(0, dim - 1), 0.0);   // C1: full width
+  EXPECT_GT(moved(13, dim - 1), 0.0);  // C14: full width
+}
+
+TEST_F(TrainerTest, MixedWidthTablesLearnTheHoldout) {
+  auto results = RunRanks(2, "mixed", [&](int) {
+    TrainerOptions options = Options("unused", 256);
+    options.feature_tables = ThreeFeatureTables("mixed_", options.table_config);
+    options.feature_tables[0].config.set_dim(2);
+    options.feature_tables[1].config.set_dim(4);
+    options.epochs = 3;
+    options.dense_optimizer.learning_rate = 3e-3f;
+    options.eval_files = {data_.holdout_file};
+    return options;
+  });
+  ASSERT_THAT(results[0].status(), IsOk());
+  ASSERT_THAT(results[1].status(), IsOk());
+  EXPECT_EQ(results[0]->eval.auc, results[1]->eval.auc);
+  EXPECT_GT(results[0]->eval.auc, 0.70) << "planted " << data_.holdout.auc;
+  std::map<std::string, uint32_t> dims = DimsOfTables(Addresses());
+  EXPECT_EQ(dims["mixed_0"], 2u);
+  EXPECT_EQ(dims["mixed_1"], 4u);
+  EXPECT_EQ(dims["mixed_2"], 8u);
+}
+
+TEST_F(TrainerTest, ATableWiderThanTheModelIsRefused) {
+  TrainerOptions options = Options("unused", 256);
+  options.feature_tables = ThreeFeatureTables("toowide_", options.table_config);
+  options.feature_tables[2].config.set_dim(9);
+  auto results = RunRanks(1, "too_wide", [&](int) { return options; });
+  EXPECT_THAT(results[0].status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       ::testing::HasSubstr("feature table \"toowide_2\" has "
+                                            "dim 9, above the model's "
+                                            "embedding_dim 8")));
 }
 
 TEST_F(TrainerTest, ShardDownPastTheRetryDeadlineStopsWithAnError) {
