@@ -204,6 +204,26 @@ def test_defaults_run_trains_both_ways_next_to_the_learnable_ceiling():
     assert [row[6] for row in rows] == ["10", "1"], rows  # passes
 
 
+def test_mixed_dims_run_shrinks_the_tables_memory_with_a_narrow_tail():
+    build = m.bin_dir().parent
+    env = dict(os.environ, ROWS="20000", HOLDOUT_ROWS="4000", ROUNDS="1")
+    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_mixed_dims.sh"),
+                           str(build)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in done.stdout.splitlines() if line.startswith("| 1 |")]
+    assert [row[1] for row in rows] == ["uniform", "narrow (4)"], done.stdout
+    uniform, narrow = rows
+    # The same keys in both; the narrow tail costs less than the uniform
+    # one's memory, and the model still learns.
+    assert uniform[6] == narrow[6] and int(uniform[6]) > 0, rows
+    assert int(narrow[7]) < int(uniform[7]), rows
+    for row in rows:
+        assert 0.6 < float(row[4]) < 1.0, row
+    assert narrow[10].endswith("x"), narrow
+
+
 def test_ab_run_pairs_two_builds_round_by_round():
     # The same build as A and B: each round has one row per build and mode,
     # and a ratio per mode and round.
