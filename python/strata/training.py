@@ -15,13 +15,23 @@ import numpy as np
 from ._keys import as_keys
 from ._proto import health_pb2, health_pb2_grpc, strata_pb2, strata_pb2_grpc
 from ._rpc import EndpointPool, RetryPolicy
-from .errors import (FailedPreconditionError, InternalError,
-                     InvalidArgumentError)
+from .errors import (DeadlineExceededError, FailedPreconditionError,
+                     InternalError, InvalidArgumentError, UnavailableError)
 from .hashing import NUM_BUCKETS, buckets_of
 
 # How many times one call fetches a newer shard map and routes again before
 # it gives up (as the C++ PsClient).
 _MAX_REROUTES = 8
+
+# A pull that a shard has not answered for this long asks the other shards
+# whether the map moved on: a reshard may have removed that shard, and its
+# keys are elsewhere now (as the C++ PsClient does).
+_ASK_OTHERS_AFTER_S = 1.0
+
+
+class _MapMovedOn(Exception):
+    """A pull's shard did not answer and the others serve a newer map, which
+    this client now routes by: the pull goes again."""
 
 # A table's optimizer and initializer by name, with the numbers of
 # strata.v1.OptimizerType and InitializerType (which the C client,
@@ -106,7 +116,10 @@ class ParameterServerClient:
     sequence number, so a retried push is applied once. Keys are routed by
     the cluster's shard map (buckets to shards, versioned); when a shard
     refuses a request routed by an older map, the client fetches the newest
-    one and routes the refused keys again, without raising.
+    one and routes the refused keys again, without raising; a pull that a
+    shard leaves unanswered for a second asks the other shards for a newer
+    map (a reshard may have removed that shard) and, given one, goes again
+    by it.
 
     Example:
         ps = strata.ParameterServerClient(["127.0.0.1:50051", "127.0.0.1:50052"])
@@ -283,7 +296,49 @@ class ParameterServerClient:
                     raise
                 self.refresh_shard_map(e.shard_map_version, timeout,
                                        self._shards_named(e.endpoint))
+            except _MapMovedOn:
+                pass
         raise self._too_many_reroutes("pull")
+
+    def _pull_from(self, shard, request, timeout):
+        """Shard `shard`'s answer to `request` within `timeout`; raises
+        _MapMovedOn when it is silent for _ASK_OTHERS_AFTER_S while the
+        other shards serve a newer map."""
+        budget = self._policy.timeout if timeout is None else float(timeout)
+        first = min(budget, _ASK_OTHERS_AFTER_S)
+        start = time.monotonic()
+        try:
+            return self._shards[shard].call("Pull", request, first)
+        except UnavailableError:
+            if self._newer_map_elsewhere(shard, budget):
+                raise _MapMovedOn() from None
+            if budget <= first:
+                raise
+        except DeadlineExceededError:
+            if budget <= first:  # else alive but slow: wait out the rest
+                raise
+        remaining = max(budget - (time.monotonic() - start), 0.001)
+        return self._shards[shard].call("Pull", request, remaining)
+
+    def _newer_map_elsewhere(self, silent, timeout):
+        """Whether the shards other than `silent` that answer serve a map
+        newer than this client's; if so, routes by it from now on."""
+        asked, newest = [], 0
+        for index in range(self.num_shards):
+            if index == silent:
+                continue
+            try:
+                answer = self._shards[index].call(
+                    "GetShardMap", strata_pb2.GetShardMapRequest(),
+                    min(timeout, _ASK_OTHERS_AFTER_S))
+            except (UnavailableError, DeadlineExceededError):
+                continue
+            asked.append(index)
+            newest = max(newest, answer.version)
+        if newest <= self.shard_map_version:
+            return False
+        self.refresh_shard_map(newest, timeout, asked)
+        return True
 
     def _pull_routed(self, table, unique, timeout):
         rows, dim = None, None
@@ -292,7 +347,7 @@ class ParameterServerClient:
                 batches=[strata_pb2.TableBatch(
                     table=table, keys=unique[positions].tolist())],
                 shard_map_version=self.shard_map_version)
-            response = self._shards[shard].call("Pull", request, timeout)
+            response = self._pull_from(shard, request, timeout)
             values = np.array(response.batches[0].values, dtype=np.float32)
             if len(response.batches) != 1 or values.size % positions.size:
                 raise InternalError(grpc.StatusCode.INTERNAL,

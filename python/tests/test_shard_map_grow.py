@@ -3,12 +3,14 @@ two live shards and two more started for a cluster of four, `stratactl
 reshard` moving buckets while the client's rows stay exact."""
 
 import subprocess
+import time
 
 import numpy as np
 import pytest
 
 import strata
 from strata.errors import FailedPreconditionError
+from strata.hashing import buckets_of
 from strata_cluster import Cluster, binary
 
 TABLE = "py_grown"
@@ -66,6 +68,13 @@ def test_a_client_of_two_shards_follows_a_grow_to_four_and_a_shrink_to_three(
         assert len(rows) == 4 and sum(rows) == keys.size
         assert all(r > 300 for r in rows), rows
 
+        # A client that routes by the four-shard map when the cluster
+        # shrinks (its map fetched now).
+        stale = strata.ParameterServerClient(addresses, timeout=20)
+        stale.refresh_shard_map()
+        assert stale.num_shards == 4
+        _, four_shard_owners = stale.shard_map()
+
         reshard(addresses, addresses[:3])
         client.push(TABLE, keys, ones)
         expected = expected - ones
@@ -76,6 +85,24 @@ def test_a_client_of_two_shards_follows_a_grow_to_four_and_a_shrink_to_three(
         assert list(client.health()) == addresses[:3]
         assert sum(t["num_rows"] for t in client.list_tables()
                    if t["name"] == TABLE) == keys.size
+
+        # The removed shard stops. The stale client's pull of keys that
+        # were the removed shard's goes only there; after a second without
+        # an answer it asks the others for a newer map and gets the rows
+        # from their new owners, long before its 20 s deadline.
+        daemons[3].proc.kill()
+        daemons[3].proc.wait(10)
+        was_on_removed = keys[four_shard_owners[
+            buckets_of(TABLE, keys).astype(np.int64)] == 3]
+        assert was_on_removed.size > 300
+        start = time.monotonic()
+        rows = stale.pull(TABLE, was_on_removed)
+        elapsed = time.monotonic() - start
+        np.testing.assert_array_equal(
+            rows, expected[np.searchsorted(keys, was_on_removed)])
+        assert stale.num_shards == 3
+        assert elapsed < 10, elapsed
+        stale.close()
 
 
 def test_a_client_given_too_few_shards_of_a_static_cluster_is_told_so():
