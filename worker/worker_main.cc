@@ -92,6 +92,14 @@ int Run(const WorkerFlags& flags) {
     return kExitTrainingFailed;
   };
   if (!ps.ok()) return fail("PS client", ps.status());
+  std::unique_ptr<PsClient> pull_ps;
+  if (flags.pull_fp16) {
+    ps_options.encoding = WireEncoding::kFloat16;
+    ps_options.client_id += "/pulls";
+    auto fp16 = PsClient::Create(ps_options);
+    if (!fp16.ok()) return fail("PS client of the pulls", fp16.status());
+    pull_ps = std::move(*fp16);
+  }
 
   auto model =
       flags.device == "cuda"
@@ -103,7 +111,8 @@ int Run(const WorkerFlags& flags) {
       << (*model)->device_name() << ", " << DescribeModel(flags.trainer.model)
       << ", " << flags.shards.size() << " shards, batch "
       << flags.trainer.train.batch_size << ", staleness "
-      << flags.trainer.staleness;
+      << flags.trainer.staleness
+      << (flags.pull_fp16 ? ", rows pulled as fp16" : "");
 
   auto collective = MakeCollective(flags, *security);
   if (!collective.ok()) return fail("joining the job", collective.status());
@@ -121,6 +130,7 @@ int Run(const WorkerFlags& flags) {
   std::optional<PeriodicTask> sampler;
   HttpServer http;
   TrainerOptions trainer_options = flags.trainer;
+  trainer_options.pull_ps = pull_ps.get();
   if (flags.metrics_port >= 0) {
     sampler.emplace(absl::Seconds(1), [&history, &metrics] {
       history.Add(absl::Now(), WorkerReading(metrics.Snapshot()));

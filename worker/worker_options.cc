@@ -135,6 +135,11 @@ ABSL_FLAG(double, ps_rpc_timeout_s, 10, "Deadline of each PS call.");
 ABSL_FLAG(double, ps_retry_deadline_s, 60,
           "How long an unavailable shard is retried before the worker stops "
           "with an error.");
+ABSL_FLAG(bool, pull_fp16, false,
+          "Pulled rows travel as fp16 (IEEE binary16: half the bytes, values "
+          "rounded to 11 significant bits) through a PS client of their own; "
+          "pushes stay float32, since gradients scaled by 1/batch would fall "
+          "in fp16's subnormal range.");
 ABSL_FLAG(double, collective_timeout_s, 300,
           "How long to wait for the other ranks (joining, each allreduce).");
 ABSL_FLAG(int, metrics_port, -1,
@@ -373,6 +378,7 @@ absl::StatusOr<WorkerFlags> WorkerFlagsFromCommandLine() {
       PositiveSeconds(absl::GetFlag(FLAGS_ps_retry_deadline_s));
   flags.collective_timeout =
       PositiveSeconds(absl::GetFlag(FLAGS_collective_timeout_s));
+  flags.pull_fp16 = absl::GetFlag(FLAGS_pull_fp16);
   if (flags.ps_rpc_timeout == absl::ZeroDuration() ||
       flags.collective_timeout == absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

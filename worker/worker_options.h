@@ -28,6 +28,7 @@ struct WorkerFlags {
   absl::Duration collective_timeout;
   std::string result_file;
   int metrics_port = -1;  // -1: no metrics server
+  bool pull_fp16 = false;
   TrainerOptions trainer;
 };
 

@@ -224,6 +224,27 @@ def test_mixed_dims_run_shrinks_the_tables_memory_with_a_narrow_tail():
     assert narrow[10].endswith("x"), narrow
 
 
+def test_worker_ab_run_pairs_float32_and_fp16_pulls():
+    build = m.bin_dir().parent
+    env = dict(os.environ, ROWS="20000", HOLDOUT_ROWS="4000", ROUNDS="2")
+    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_worker_ab.sh"),
+                           str(build)], env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "B: strata-worker --pull_fp16" in done.stdout, done.stdout
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in done.stdout.splitlines()
+            if re.match(r"\| [12] \|", line)]
+    assert [row[:2] for row in rows] == [["1", "A"], ["1", "B"], ["2", "A"],
+                                         ["2", "B"]], done.stdout
+    for row in rows:
+        assert float(row[2]) > 0 and float(row[3]) > 0, row
+        assert 0.6 < float(row[4]) < 1.0, row
+    # fp16 rows learn as float32 rows do.
+    for row in rows[1::2]:
+        assert abs(float(row[7])) < 0.01, row
+
+
 def test_ab_run_pairs_two_builds_round_by_round():
     # The same build as A and B: each round has one row per build and mode,
     # and a ratio per mode and round.

@@ -284,7 +284,7 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   pipeline_options.tables = field_tables_;
   pipeline_options.embedding_dim = options_.model.embedding_dim;
   pipeline_options.wide_table = options_.wide_table;
-  pipeline_options.ps = ps_;
+  pipeline_options.ps = pull_ps();
   if (pipeline_options.epochs < 1) {
     return absl::FailedPreconditionError(
         absl::StrCat("the checkpoint has finished ", epoch_,

@@ -104,6 +104,11 @@ struct TrainerOptions {
   // k >= 1: the next k batches are pulled while a step computes and up to k
   // pushes are in flight.
   int staleness = 1;
+  // The client of the pulls (training and evaluation), when not the one
+  // given to Create: strata-worker --pull_fp16 pulls rows as fp16 through
+  // a client of its own while pushes stay float32. Not owned; nullptr: the
+  // trainer's client.
+  PsClient* pull_ps = nullptr;
   std::string checkpoint_dir;  // rank 0's dense checkpoints; empty: none
   int64_t checkpoint_every_steps = 0;  // 0: only at the end
   // Every this many checkpoints is a full PS checkpoint; the others are
@@ -184,6 +189,10 @@ class Trainer {
   void WriteTensorBoard(const ProgressReport& report);
 
   TrainerOptions options_;
+  PsClient* pull_ps() const {
+    return options_.pull_ps != nullptr ? options_.pull_ps : ps_;
+  }
+
   PsClient* const ps_;
   Collective* const collective_;
   std::unique_ptr<DenseModel> model_;

@@ -30,9 +30,9 @@ absl::Status Trainer::PredictSlice(size_t begin, size_t end,
   for (size_t first = begin; first < end; first += chunk) {
     const size_t last = std::min(end, first + chunk);
     SliceExamples(*eval_data_, first, last, &batch.examples);
-    if (absl::Status s =
-            IndexAndPull(*ps_, field_tables_, options_.model.embedding_dim,
-                         options_.wide_table, &batch);
+    if (absl::Status s = IndexAndPull(*pull_ps(), field_tables_,
+                                      options_.model.embedding_dim,
+                                      options_.wide_table, &batch);
         !s.ok()) {
       return s;
     }

@@ -695,6 +695,57 @@ TEST_F(TrainerTest, MixedWidthTablesLearnTheHoldout) {
   EXPECT_EQ(dims["mixed_2"], 8u);
 }
 
+TEST_F(TrainerTest, Fp16PullsLearnAsFloat32PullsDo) {
+  // strata-worker --pull_fp16: the pulls of training and evaluation go
+  // through a client of fp16 rows, the pushes through the float32 one.
+  PsClientOptions fp16_options;
+  fp16_options.shard_addresses = Addresses();
+  fp16_options.encoding = WireEncoding::kFloat16;
+  auto fp16 = PsClient::Create(fp16_options);
+  ASSERT_THAT(fp16.status(), IsOk());
+  std::map<std::string, uint64_t> final_parameters;
+  std::map<std::string, double> auc;
+  for (const std::string table : {"f32_rows", "f16_rows"}) {
+    auto results = RunRanks(1, table, [&](int) {
+      TrainerOptions options = Options(table, 256);
+      options.epochs = 2;
+      options.dense_optimizer.learning_rate = 3e-3f;
+      options.eval_files = {data_.holdout_file};
+      if (table == "f16_rows") options.pull_ps = fp16->get();
+      options.on_step = [&](int64_t, absl::Span<const float> p) {
+        final_parameters[table] = HashParameters(p);
+      };
+      return options;
+    });
+    ASSERT_THAT(results[0].status(), IsOk());
+    auc[table] = results[0]->eval.auc;
+  }
+  // The rounded rows reached the model (its steps differ), and it learns
+  // as well.
+  EXPECT_NE(final_parameters["f16_rows"], final_parameters["f32_rows"]);
+  EXPECT_GT(auc["f16_rows"], 0.70);
+  EXPECT_NEAR(auc["f16_rows"], auc["f32_rows"], 0.01);
+  // Rows on the shards stay float32: a float32 pull of the fp16 run's
+  // table is not all fp16-representable.
+  PsClientOptions f32_options;
+  f32_options.shard_addresses = Addresses();
+  auto f32 = PsClient::Create(f32_options);
+  ASSERT_THAT(f32.status(), IsOk());
+  std::vector<uint64_t> keys;
+  for (int value = 0; value < 50; ++value) {
+    keys.push_back(CriteoFeatureKey(0, static_cast<uint32_t>(value)));
+  }
+  std::vector<float> exact(keys.size() * 8), halves(keys.size() * 8);
+  ASSERT_THAT((*f32)->Pull("f16_rows", keys, absl::MakeSpan(exact)), IsOk());
+  ASSERT_THAT((*fp16)->Pull("f16_rows", keys, absl::MakeSpan(halves)), IsOk());
+  size_t rounded = 0;
+  for (size_t i = 0; i < exact.size(); ++i) {
+    EXPECT_NEAR(halves[i], exact[i], std::abs(exact[i]) * 1e-3 + 1e-7);
+    rounded += halves[i] != exact[i];
+  }
+  EXPECT_GT(rounded, exact.size() / 2);
+}
+
 TEST_F(TrainerTest, ATableWiderThanTheModelIsRefused) {
   TrainerOptions options = Options("unused", 256);
   options.feature_tables = ThreeFeatureTables("toowide_", options.table_config);
