@@ -125,9 +125,12 @@ class EndpointPool:
             with self._lock:
                 self._primary = index
 
-    def call(self, method, request, timeout=None):
+    def call(self, method, request, timeout=None, give_up=None):
         """Calls stub.`method`(request) under the retry policy and returns the
-        response. Raises a StrataError subclass."""
+        response. Raises a StrataError subclass. `give_up(elapsed)`, when
+        given, is asked after each UNAVAILABLE answer (elapsed: seconds
+        since the call began); True stops the retries, and the call raises
+        UnavailableError at once."""
         policy = self.policy
         budget = policy.timeout if timeout is None else float(timeout)
         start_time = time.monotonic()
@@ -170,6 +173,10 @@ class EndpointPool:
                               grpc.StatusCode.RESOURCE_EXHAUSTED):
                     # Down or overloaded: retried with backoff.
                     last_unavailable = (e, endpoint)
+                    if (code == grpc.StatusCode.UNAVAILABLE
+                            and give_up is not None
+                            and give_up(time.monotonic() - start_time)):
+                        break
                 elif (code == grpc.StatusCode.DEADLINE_EXCEEDED
                       and last_unavailable is not None):
                     break  # The deadline ran out while retrying.

@@ -23,7 +23,7 @@ from .hashing import NUM_BUCKETS, buckets_of
 # it gives up (as the C++ PsClient).
 _MAX_REROUTES = 8
 
-# A pull that a shard has not answered for this long asks the other shards
+# A pull that cannot reach its shard for this long asks the other shards
 # whether the map moved on: a reshard may have removed that shard, and its
 # keys are elsewhere now (as the C++ PsClient does).
 _ASK_OTHERS_AFTER_S = 1.0
@@ -116,8 +116,8 @@ class ParameterServerClient:
     sequence number, so a retried push is applied once. Keys are routed by
     the cluster's shard map (buckets to shards, versioned); when a shard
     refuses a request routed by an older map, the client fetches the newest
-    one and routes the refused keys again, without raising; a pull that a
-    shard leaves unanswered for a second asks the other shards for a newer
+    one and routes the refused keys again, without raising; a pull that
+    cannot reach its shard for a second asks the other shards for a newer
     map (a reshard may have removed that shard) and, given one, goes again
     by it.
 
@@ -301,24 +301,28 @@ class ParameterServerClient:
         raise self._too_many_reroutes("pull")
 
     def _pull_from(self, shard, request, timeout):
-        """Shard `shard`'s answer to `request` within `timeout`; raises
-        _MapMovedOn when it is silent for _ASK_OTHERS_AFTER_S while the
-        other shards serve a newer map."""
+        """Shard `shard`'s answer to `request`; raises _MapMovedOn when the
+        shard cannot be reached for _ASK_OTHERS_AFTER_S while the other
+        shards serve a newer map (a slow answer is waited for)."""
         budget = self._policy.timeout if timeout is None else float(timeout)
-        first = min(budget, _ASK_OTHERS_AFTER_S)
-        start = time.monotonic()
-        try:
-            return self._shards[shard].call("Pull", request, first)
-        except UnavailableError:
+        moved = []
+        asked_at = [0.0]
+
+        def map_moved_on(elapsed):
+            if elapsed - asked_at[0] < _ASK_OTHERS_AFTER_S:
+                return False
+            asked_at[0] = elapsed
             if self._newer_map_elsewhere(shard, budget):
+                moved.append(True)
+            return bool(moved)
+
+        try:
+            return self._shards[shard].call("Pull", request, timeout,
+                                            give_up=map_moved_on)
+        except UnavailableError:
+            if moved:
                 raise _MapMovedOn() from None
-            if budget <= first:
-                raise
-        except DeadlineExceededError:
-            if budget <= first:  # else alive but slow: wait out the rest
-                raise
-        remaining = max(budget - (time.monotonic() - start), 0.001)
-        return self._shards[shard].call("Pull", request, remaining)
+            raise
 
     def _newer_map_elsewhere(self, silent, timeout):
         """Whether the shards other than `silent` that answer serve a map

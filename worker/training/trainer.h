@@ -188,11 +188,12 @@ class Trainer {
   void ReportProgress(const EvalResult* eval);
   void WriteTensorBoard(const ProgressReport& report);
 
-  TrainerOptions options_;
+  // The client of pulls: options_.pull_ps, or the trainer's.
   PsClient* pull_ps() const {
     return options_.pull_ps != nullptr ? options_.pull_ps : ps_;
   }
 
+  TrainerOptions options_;
   PsClient* const ps_;
   Collective* const collective_;
   std::unique_ptr<DenseModel> model_;
