@@ -18,6 +18,10 @@
 #                     (evaluated on $WORK/rows.holdout) into table TABLE,
 #                     its result in $WORK/result.json; exits the script with
 #                     the log's tail if it fails
+#   realistic_rows ROWS HOLDOUT_ROWS [FLAG...]
+#                     strata-datagen --generator=realistic into $WORK/rows
+#                     and $WORK/rows.holdout (the FLAGs added); sets BAYES
+#                     and LEARNABLE, the data's AUC ceilings
 #   FORMER_DEFAULTS   strata-worker flags for its defaults before
 #                     2026-12-03 (one pass, file order, no wide term),
 #                     which the figures of the scripts' older ways assume
@@ -98,4 +102,17 @@ train_on_rows() {
     tail -5 "$WORK/worker.log" >&2
     exit 1
   }
+}
+
+realistic_rows() {
+  local rows=$1 holdout=$2
+  shift 2
+  "$BIN/strata-datagen" --generator=realistic --rows="$rows" \
+    --holdout_rows="$holdout" --out="$WORK/rows" "$@" >"$WORK/datagen.out" ||
+    exit 1
+  read -r BAYES LEARNABLE < <(python3 -c '
+import json, sys
+c = json.load(open(sys.argv[1]))["ceilings"]
+print("%.4f %.4f" % (c["bayes_auc"], c["learnable_auc"]))' \
+    "$WORK/rows.meta.json")
 }

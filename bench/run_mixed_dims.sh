@@ -32,14 +32,8 @@ bench_start mixed-dims
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
 # shellcheck disable=SC2086
-"$BIN/strata-datagen" --generator=realistic --rows="$ROWS" \
-  --holdout_rows="$HOLDOUT_ROWS" --out="$WORK/rows" $DATAGEN_FLAGS \
-  >"$WORK/datagen.out" || exit 1
-read -r bayes learnable < <(python3 -c '
-import json, sys
-c = json.load(open(sys.argv[1]))["ceilings"]
-print("%.4f %.4f" % (c["bayes_auc"], c["learnable_auc"]))' \
-  "$WORK/rows.meta.json")
+realistic_rows "$ROWS" "$HOLDOUT_ROWS" $DATAGEN_FLAGS
+bayes=$BAYES learnable=$LEARNABLE
 
 # model_config FILE TAIL_DIM: the two tables, the large fields at TAIL_DIM.
 model_config() {

@@ -26,13 +26,8 @@ bench_start worker-ab
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg); $(nproc) CPUs"
 # shellcheck disable=SC2086
-"$BIN/strata-datagen" --generator=realistic --rows="$ROWS" \
-  --holdout_rows="$HOLDOUT_ROWS" --out="$WORK/rows" $DATAGEN_FLAGS \
-  >"$WORK/datagen.out" || exit 1
-read -r learnable < <(python3 -c '
-import json, sys
-print("%.4f" % json.load(open(sys.argv[1]))["ceilings"]["learnable_auc"])' \
-  "$WORK/rows.meta.json")
+realistic_rows "$ROWS" "$HOLDOUT_ROWS" $DATAGEN_FLAGS
+learnable=$LEARNABLE
 
 # run FLAGS: trains on a new shard; sets RATE and ROW ("cpu auc").
 run() {

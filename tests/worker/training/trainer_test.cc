@@ -69,22 +69,42 @@ std::vector<FeatureTable> ThreeFeatureTables(const std::string& prefix,
   return tables;
 }
 
-// Rows of each of `tables`, from the shards' ListTables.
-std::map<std::string, uint64_t> RowsOfTables(
+// Each table of the shards (ListTables: rows summed), by name.
+std::map<std::string, v1::TableInfo> TablesOf(
     const std::vector<std::string>& shards) {
   PsClientOptions options;
   options.shard_addresses = shards;
-  std::map<std::string, uint64_t> rows;
+  std::map<std::string, v1::TableInfo> by_name;
   auto client = PsClient::Create(options);
   EXPECT_THAT(client.status(), IsOk());
-  if (!client.ok()) return rows;
+  if (!client.ok()) return by_name;
   auto tables = (*client)->ListTables();
   EXPECT_THAT(tables.status(), IsOk());
-  if (!tables.ok()) return rows;
+  if (!tables.ok()) return by_name;
   for (const v1::TableInfo& table : *tables) {
-    rows[table.config().name()] = table.num_rows();
+    by_name[table.config().name()] = table;
+  }
+  return by_name;
+}
+
+// Rows of each table, from the shards' ListTables.
+std::map<std::string, uint64_t> RowsOfTables(
+    const std::vector<std::string>& shards) {
+  std::map<std::string, uint64_t> rows;
+  for (const auto& [name, table] : TablesOf(shards)) {
+    rows[name] = table.num_rows();
   }
   return rows;
+}
+
+// The dim of each table.
+std::map<std::string, uint32_t> DimsOfTables(
+    const std::vector<std::string>& shards) {
+  std::map<std::string, uint32_t> dims;
+  for (const auto& [name, table] : TablesOf(shards)) {
+    dims[name] = table.config().dim();
+  }
+  return dims;
 }
 
 class TrainerTest : public ::testing::Test {
@@ -572,24 +592,6 @@ TEST_F(TrainerTest, EachKeyIsPulledAndPushedInItsFieldsTable) {
             PullRows(Addresses(), "fresh", a));
   EXPECT_NE(PullRows(Addresses(), "split_1", c),
             PullRows(Addresses(), "fresh", c));
-}
-
-// The dim each table of `tables` has on the test's shards.
-std::map<std::string, uint32_t> DimsOfTables(
-    const std::vector<std::string>& shards) {
-  PsClientOptions options;
-  options.shard_addresses = shards;
-  std::map<std::string, uint32_t> dims;
-  auto client = PsClient::Create(options);
-  EXPECT_THAT(client.status(), IsOk());
-  if (!client.ok()) return dims;
-  auto tables = (*client)->ListTables();
-  EXPECT_THAT(tables.status(), IsOk());
-  if (!tables.ok()) return dims;
-  for (const v1::TableInfo& table : *tables) {
-    dims[table.config().name()] = table.config().dim();
-  }
-  return dims;
 }
 
 TEST_F(TrainerTest, ANarrowTableStepsAsTheFirstComponentsOfAFullWidthOne) {
