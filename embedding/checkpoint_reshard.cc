@@ -205,14 +205,21 @@ struct TargetTable {
   uint64_t hash;
 };
 
+// What CopyFamily copied of one source's column family.
+struct CopiedRows {
+  uint64_t copied = 0;
+  uint64_t skipped = 0;  // of buckets the source does not own
+};
+
 // Sends every row of one column family of `source` (shard `source_index`
-// under `source_map`) to the new shard that owns it. Returns how many rows.
-absl::StatusOr<uint64_t> CopyFamily(
+// under `source_map`) to the new shard that owns it; a row of a bucket the
+// source does not own is skipped with `skip_unowned`, refused without.
+absl::StatusOr<CopiedRows> CopyFamily(
     const SourceCheckpoint& source, uint32_t source_index,
-    const ShardMap& source_map, int family,
+    const ShardMap& source_map, bool skip_unowned, int family,
     const absl::flat_hash_map<std::string, TargetTable>& target_tables,
     std::vector<std::unique_ptr<TargetCheckpoint>>& targets) {
-  uint64_t rows = 0;
+  CopiedRows rows;
   const uint32_t num_targets = static_cast<uint32_t>(targets.size());
   std::unique_ptr<rocksdb::Iterator> it(source.db.db()->NewIterator(
       rocksdb::ReadOptions(), source.db.family(family)));
@@ -230,6 +237,10 @@ absl::StatusOr<uint64_t> CopyFamily(
     const std::string& table_name = name->second;
     const TargetTable& table = target_tables.at(table_name);
     const uint32_t bucket = BucketOf(table.hash, key);
+    if (source_map.OwnerOf(bucket) != source_index && skip_unowned) {
+      ++rows.skipped;
+      continue;
+    }
     if (source_map.OwnerOf(bucket) != source_index) {
       return absl::FailedPreconditionError(absl::StrCat(
           source.data_dir, " (given as shard ", source_index, " of ",
@@ -244,7 +255,7 @@ absl::StatusOr<uint64_t> CopyFamily(
     const rocksdb::Status s = target.batch.Put(
         target.db.family(family), RowKey(table.id, key), it->value());
     if (!s.ok()) return RocksError("cannot batch a row", s);
-    ++rows;
+    ++rows.copied;
     if (family == kValuesFamily) ++target.rows;
     if (target.batch.GetDataSize() >= kBatchBytes) {
       STRATA_RETURN_IF_ERROR(target.WriteBatch());
@@ -385,13 +396,16 @@ absl::StatusOr<ReshardCheckpointResult> Reshard(
   }
 
   for (uint32_t s = 0; s < num_sources; ++s) {
-    STRATA_ASSIGN_OR_RETURN(const uint64_t rows,
-                            CopyFamily(*sources[s], s, source_map,
-                                       kValuesFamily, target_tables, targets));
+    STRATA_ASSIGN_OR_RETURN(
+        const CopiedRows rows,
+        CopyFamily(*sources[s], s, source_map, options.skip_unowned_rows,
+                   kValuesFamily, target_tables, targets));
     STRATA_RETURN_IF_ERROR(CopyFamily(*sources[s], s, source_map,
+                                      options.skip_unowned_rows,
                                       kOptimizerFamily, target_tables, targets)
                                .status());
-    result.source_rows.push_back(rows);
+    result.source_rows.push_back(rows.copied);
+    result.skipped_rows.push_back(rows.skipped);
     STRATA_RETURN_IF_ERROR(sources[s]->db.Close());
     STRATA_RETURN_IF_ERROR(files.DeleteRecursively(ScratchDir(options, s)));
   }

@@ -26,6 +26,13 @@ struct ReshardCheckpointOptions {
   std::vector<std::string> target_dirs;
   // The id the new checkpoint gets; empty: checkpoint_id.
   std::string target_checkpoint_id;
+  // Rows a source holds of buckets that source_map gives another source are
+  // skipped (and counted) instead of refused. Such rows are a partial copy
+  // an interrupted bucket move left on its target, never read by clients.
+  // Set it only when the sources' order is known otherwise (each records
+  // its placement): a refused row is how directories listed out of order
+  // show.
+  bool skip_unowned_rows = false;
   FileSystem* file_system = nullptr;  // default: FileSystem::Default()
 };
 
@@ -34,6 +41,9 @@ struct ReshardCheckpointResult {
   uint64_t global_step = 0;  // the largest of the sources'
   std::vector<uint64_t> source_global_steps;
   std::vector<uint64_t> source_rows;  // per source shard
+  // Per source shard: rows of buckets it did not own, skipped
+  // (skip_unowned_rows).
+  std::vector<uint64_t> skipped_rows;
   std::vector<uint64_t> target_rows;  // per new shard
   std::vector<std::string> tables;    // sorted
 };
@@ -54,7 +64,8 @@ struct ReshardCheckpointResult {
 // NOT_FOUND when a source lacks the checkpoint or a link of its chain;
 // FAILED_PRECONDITION when sources define a table differently or a source
 // holds a row another source index owns (the directories are out of order
-// or belong to another cluster); DATA_LOSS for a damaged checkpoint.
+// or belong to another cluster) and skip_unowned_rows is not set; DATA_LOSS
+// for a damaged checkpoint.
 absl::StatusOr<ReshardCheckpointResult> ReshardCheckpoint(
     const ReshardCheckpointOptions& options);
 

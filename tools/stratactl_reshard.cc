@@ -36,13 +36,19 @@ std::vector<std::string> SplitDirs(const std::string& text) {
 }
 
 // OK when each source directory records the placement its position in
-// --from says (or none, from before placements were recorded).
-absl::Status CheckSourcePlacements(const std::vector<std::string>& dirs) {
+// --from says (or none, from before placements were recorded); true when
+// every one records it.
+absl::StatusOr<bool> CheckSourcePlacements(
+    const std::vector<std::string>& dirs) {
   FileSystem& files = *FileSystem::Default();
+  bool all_recorded = true;
   for (size_t s = 0; s < dirs.size(); ++s) {
     absl::StatusOr<ShardPlacement> recorded =
         ReadShardPlacement(files, dirs[s]);
-    if (absl::IsNotFound(recorded.status())) continue;
+    if (absl::IsNotFound(recorded.status())) {
+      all_recorded = false;
+      continue;
+    }
     if (!recorded.ok()) return recorded.status();
     ShardPlacement given;
     given.shard_index = static_cast<uint32_t>(s);
@@ -54,7 +60,7 @@ absl::Status CheckSourcePlacements(const std::vector<std::string>& dirs) {
                        ": list every shard's directory, in shard-index order"));
     }
   }
-  return absl::OkStatus();
+  return all_recorded;
 }
 
 // The shard map the checkpoint was taken under, as its sources recorded it
@@ -110,6 +116,13 @@ void PrintResult(const ReshardCheckpointResult& result, size_t num_sources,
                            result.target_rows.size(), " (rows ",
                            absl::StrJoin(result.target_rows, ","),
                            ") tables=", absl::StrJoin(result.tables, ",")));
+    for (size_t s = 0; s < result.skipped_rows.size(); ++s) {
+      if (result.skipped_rows[s] == 0) continue;
+      PrintLine(absl::StrCat(
+          "skipped ", result.skipped_rows[s], " rows of shard ", s,
+          " in buckets the checkpoint's shard map gives another shard (a "
+          "copy an interrupted bucket move left there)"));
+    }
     return;
   }
   JsonWriter json;
@@ -118,6 +131,9 @@ void PrintResult(const ReshardCheckpointResult& result, size_t num_sources,
   json.Key("global_step").Uint(result.global_step);
   json.Key("source_rows").BeginArray();
   for (uint64_t rows : result.source_rows) json.Uint(rows);
+  json.EndArray();
+  json.Key("skipped_rows").BeginArray();
+  for (uint64_t rows : result.skipped_rows) json.Uint(rows);
   json.EndArray();
   json.Key("target_rows").BeginArray();
   for (uint64_t rows : result.target_rows) json.Uint(rows);
@@ -141,10 +157,8 @@ int ReshardCheckpointCommand(const CommandContext& context) {
         "reshard-checkpoint needs --from (the old shards' data directories) "
         "and --to (the new shards'), each in shard-index order");
   }
-  if (absl::Status placed = CheckSourcePlacements(options.source_dirs);
-      !placed.ok()) {
-    return UsageError(placed.message());
-  }
+  absl::StatusOr<bool> placed = CheckSourcePlacements(options.source_dirs);
+  if (!placed.ok()) return UsageError(placed.status().message());
   absl::StatusOr<std::optional<ShardMap>> source_map =
       ReadSourceMap(options.source_dirs, options.checkpoint_id);
   if (!source_map.ok()) {
@@ -153,6 +167,9 @@ int ReshardCheckpointCommand(const CommandContext& context) {
                : ClusterError(source_map.status());
   }
   options.source_map = *source_map;
+  // With every source's place known, a row of a bucket its shard does not
+  // own is what an interrupted move left on its target: no client reads it.
+  options.skip_unowned_rows = *placed && source_map->has_value();
   absl::StatusOr<ReshardCheckpointResult> result = ReshardCheckpoint(options);
   if (absl::IsInvalidArgument(result.status())) {
     return UsageError(result.status().message());

@@ -296,6 +296,42 @@ TEST_F(CheckpointReshardTest, SourcesOutOfOrderAreRefusedAndNothingIsLeft) {
   EXPECT_THAT(ReshardCheckpoint(options), IsOk());
 }
 
+TEST_F(CheckpointReshardTest, AStaleCopyOfAnotherShardsRowIsSkippedWhenAsked) {
+  const std::vector<std::string> sources = Dirs("source", 2);
+  Cluster live(sources);
+  const auto expected = TrainTwoShards(live);
+  // What a bucket move killed mid-copy leaves on its target: shard 0 holds
+  // a row of a key shard 1 owns, older than shard 1's.
+  FeatureId key = 0;
+  while (live.OwnerOf("user", key) != 1) ++key;
+  absl::StatusOr<RowBlock> row = live.store(1).ReadRows("user", {key});
+  ASSERT_THAT(row, IsOk());
+  ASSERT_EQ(row->keys.size(), 1u);
+  for (float& value : row->values) value += 1.0f;
+  ASSERT_THAT(live.store(0).WriteRows(*row), IsOk());
+  for (size_t s = 0; s < live.size(); ++s) {
+    ASSERT_THAT(live.store(s).Checkpoint("stale", 30), IsOk());
+  }
+  const uint64_t owned_rows = live.TotalRows() - 1;
+  live.Close();
+
+  ReshardCheckpointOptions options;
+  options.source_dirs = sources;
+  options.checkpoint_id = "stale";
+  options.target_dirs = Dirs("onto", 1);
+  EXPECT_THAT(ReshardCheckpoint(options),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr(absl::StrCat("holds key ", key))));
+  options.skip_unowned_rows = true;
+  absl::StatusOr<ReshardCheckpointResult> result = ReshardCheckpoint(options);
+  ASSERT_THAT(result, IsOk());
+  EXPECT_THAT(result->skipped_rows, ElementsAre(1u, 0u));
+  EXPECT_THAT(result->target_rows, ElementsAre(owned_rows));
+  Cluster resharded(options.target_dirs);
+  ASSERT_THAT(resharded.Open(), IsOk());
+  EXPECT_THAT(resharded.Rows("user", 4), ElementsAreArray(expected.at("user")));
+}
+
 TEST_F(CheckpointReshardTest, BadOptionsNameWhatIsWrong) {
   const std::vector<std::string> sources = Dirs("source", 2);
   Cluster live(sources);
