@@ -4,7 +4,6 @@
 // own. `stratactl move-buckets` drives the steps; docs/ARCHITECTURE.md,
 // "Moving buckets", tells why they are safe.
 
-#include <cstring>
 #include <string>
 #include <utility>
 #include <vector>
@@ -14,6 +13,8 @@
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "server/internal/bucket_move_source.h"
+#include "server/internal/moved_rows.h"
+#include "server/replication/replica_group.h"
 #include "server/shard_service.h"
 
 namespace strata {
@@ -59,54 +60,10 @@ absl::Status CheckMoveId(const std::string& move_id) {
   return absl::OkStatus();
 }
 
-std::string FloatBytes(const std::vector<float>& floats) {
-  return std::string(reinterpret_cast<const char*>(floats.data()),
-                     floats.size() * sizeof(float));
-}
-
-void BlockToProto(const RowBlock& block, v1::BucketRows* rows) {
-  rows->set_table(block.table);
-  rows->mutable_keys()->Add(block.keys.begin(), block.keys.end());
-  rows->set_values(FloatBytes(block.values));
-  rows->set_states(FloatBytes(block.states));
-  rows->mutable_absent_keys()->Add(block.absent.begin(), block.absent.end());
-}
-
-// The block of `rows`, checked against the table's dimensions before any
-// float is copied.
-absl::StatusOr<RowBlock> BlockFromProto(const v1::BucketRows& rows,
-                                        const EmbeddingTableConfig& config) {
-  const size_t n = static_cast<size_t>(rows.keys_size());
-  const size_t state_dim = OptimizerStateDim(config.optimizer.type, config.dim);
-  if (rows.values().size() != n * config.dim * sizeof(float) ||
-      rows.states().size() != n * state_dim * sizeof(float)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("MoveBuckets: rows of table '", rows.table(), "' hold ",
-                     rows.values().size(), " value and ", rows.states().size(),
-                     " state bytes for ", n, " keys; the table needs ",
-                     n * config.dim * sizeof(float), " and ",
-                     n * state_dim * sizeof(float)));
-  }
-  RowBlock block;
-  block.table = rows.table();
-  block.keys.assign(rows.keys().begin(), rows.keys().end());
-  block.values.resize(n * config.dim);
-  std::memcpy(block.values.data(), rows.values().data(), rows.values().size());
-  block.states.resize(n * state_dim);
-  std::memcpy(block.states.data(), rows.states().data(), rows.states().size());
-  block.absent.assign(rows.absent_keys().begin(), rows.absent_keys().end());
-  return block;
-}
-
 }  // namespace
 
 absl::Status ShardService::DoMoveBuckets(const v1::MoveBucketsRequest& request,
                                          v1::MoveBucketsResponse& response) {
-  if (options_.replica_group != nullptr) {
-    return absl::UnimplementedError(
-        "MoveBuckets: moving buckets between replicated shards is not "
-        "supported yet (the rows would not reach the target's replicas)");
-  }
   switch (request.step()) {
     case v1::MoveBucketsRequest::BEGIN:
       return BeginMove(request, response);
@@ -177,7 +134,7 @@ absl::Status ShardService::CopyMovingRows(const v1::MoveBucketsRequest& request,
           request.table(),
           [&](FeatureId key) { return (*buckets)[BucketOf(table_hash, key)]; },
           cursor, max_rows));
-  BlockToProto(block, response.add_rows());
+  server_internal::MovedRowsToProto(block, response.add_rows());
   v1::RowCursor* next = response.mutable_cursor();
   next->set_stripe(cursor.stripe);
   next->set_offset(cursor.offset);
@@ -206,7 +163,7 @@ absl::Status ShardService::CatchUpMovingRows(
       for (size_t j = i; j < pending.size(); ++j) moves_->Requeue(pending[j]);
       return block.status();
     }
-    BlockToProto(*block, response.add_rows());
+    server_internal::MovedRowsToProto(*block, response.add_rows());
   }
   response.set_pending_keys(left);
   return absl::OkStatus();
@@ -240,19 +197,28 @@ absl::Status ShardService::ImportMovedRows(
   // No map change during the import: the buckets stay another shard's.
   absl::MutexLock set_lock(&set_map_mu_);
   for (const v1::BucketRows& rows : request.rows()) {
-    STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
-                            options_.store->GetTableConfig(rows.table()));
-    STRATA_ASSIGN_OR_RETURN(RowBlock block, BlockFromProto(rows, config));
-    const uint64_t table_hash = HashString(block.table);
+    const uint64_t table_hash = HashString(rows.table());
     std::vector<uint32_t> buckets;
-    for (FeatureId key : block.keys) {
+    for (FeatureId key : rows.keys()) {
       buckets.push_back(BucketOf(table_hash, key));
     }
-    for (FeatureId key : block.absent) {
+    for (FeatureId key : rows.absent_keys()) {
       buckets.push_back(BucketOf(table_hash, key));
     }
     STRATA_RETURN_IF_ERROR(CheckNotOwned(buckets));
-    STRATA_RETURN_IF_ERROR(options_.store->WriteRows(block));
+    auto write = [&] {
+      return server_internal::WriteMovedRows(*options_.store, rows);
+    };
+    if (options_.replica_group == nullptr) {
+      STRATA_RETURN_IF_ERROR(write());
+      continue;
+    }
+    // Each block is one entry of the group's log, so that the target's
+    // followers hold what its primary holds.
+    v1::ReplicationEntry entry;
+    *entry.mutable_moved_rows() = rows;
+    STRATA_RETURN_IF_ERROR(
+        options_.replica_group->ReplicateMoveUpdate(std::move(entry), write));
   }
   return absl::OkStatus();
 }
@@ -264,14 +230,21 @@ absl::Status ShardService::DropMovedRows(const v1::MoveBucketsRequest& request,
   STRATA_RETURN_IF_ERROR(CheckNotOwned(std::vector<uint32_t>(
       request.buckets().begin(), request.buckets().end())));
   uint64_t dropped = 0;
-  for (const TableStats& table : options_.store->ListTables()) {
-    const uint64_t table_hash = HashString(table.config.name);
+  auto drop = [&]() -> absl::Status {
     STRATA_ASSIGN_OR_RETURN(
-        uint64_t n,
-        options_.store->DropRows(table.config.name, [&](FeatureId key) {
-          return buckets[BucketOf(table_hash, key)];
-        }));
-    dropped += n;
+        dropped, server_internal::DropRowsOfBuckets(*options_.store, buckets));
+    return absl::OkStatus();
+  };
+  if (options_.replica_group == nullptr) {
+    STRATA_RETURN_IF_ERROR(drop());
+  } else {
+    // Through the group's log: a follower promoted later holds no rows of
+    // buckets its shard gave away.
+    v1::ReplicationEntry entry;
+    entry.mutable_dropped_buckets()->mutable_buckets()->Add(
+        request.buckets().begin(), request.buckets().end());
+    STRATA_RETURN_IF_ERROR(
+        options_.replica_group->ReplicateMoveUpdate(std::move(entry), drop));
   }
   if (dropped > 0) {
     STRATA_LOG(INFO, "server")

@@ -114,6 +114,22 @@ class ReplicaGroupShardClient final : public ShardClient {
       return replica.SetShardMap(request, response, deadline);
     });
   }
+  // A move's steps are not all safe to run twice (CATCH_UP hands each
+  // pushed key over once), so the step is sent once, to the primary found
+  // first by a call that is (GetShardMap); a failure, a redirect included,
+  // ends the step and the driver starts it over.
+  absl::Status MoveBuckets(const v1::MoveBucketsRequest& request,
+                           v1::MoveBucketsResponse* response,
+                           absl::Duration deadline) override {
+    v1::ShardMap ignored;
+    STRATA_RETURN_IF_ERROR(Admin([&](ShardClient& replica) {
+      return replica.GetShardMap(&ignored, deadline);
+    }));
+    const size_t index = current_.load();
+    const absl::Status status =
+        replicas_[index]->MoveBuckets(request, response, deadline);
+    return status.ok() ? status : Redirect(index, status);
+  }
   // OK when any replica is healthy.
   absl::Status CheckHealth(absl::Duration deadline) override {
     absl::Status last;

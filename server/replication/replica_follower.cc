@@ -1,6 +1,7 @@
 // The follower side of a replica group: applying the primary's entries and
 // installing its snapshots; and the primary's snapshot taking.
 
+#include <bitset>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
@@ -14,6 +15,7 @@
 #include "common/status_macros.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/support/sync_stream.h"
+#include "server/internal/moved_rows.h"
 #include "server/internal/push_batches.h"
 #include "server/replication/position_proto.h"
 #include "server/replication/replica_group.h"
@@ -79,6 +81,21 @@ absl::Status ReplicaGroup::ApplyEntry(const v1::ReplicationEntry& entry) {
     STRATA_ASSIGN_OR_RETURN(EmbeddingTableConfig config,
                             TableConfigFromProto(entry.create_table()));
     STRATA_RETURN_IF_ERROR(options_.store->CreateTable(config).status());
+  } else if (entry.has_moved_rows()) {
+    STRATA_RETURN_IF_ERROR(
+        server_internal::WriteMovedRows(*options_.store, entry.moved_rows()));
+  } else if (entry.has_dropped_buckets()) {
+    std::bitset<kNumBuckets> buckets;
+    for (uint32_t bucket : entry.dropped_buckets().buckets()) {
+      if (bucket >= kNumBuckets) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("replication entry ", entry.sequence(),
+                         " drops bucket ", bucket, ", out of range"));
+      }
+      buckets[bucket] = true;
+    }
+    STRATA_RETURN_IF_ERROR(
+        server_internal::DropRowsOfBuckets(*options_.store, buckets).status());
   } else {
     return absl::InvalidArgumentError(absl::StrCat(
         "replication entry ", entry.sequence(), " holds no update"));

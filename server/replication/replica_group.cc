@@ -489,6 +489,30 @@ absl::StatusOr<bool> ReplicaGroup::ReplicateCreateTable(
   return created;
 }
 
+absl::Status ReplicaGroup::ReplicateMoveUpdate(
+    v1::ReplicationEntry entry, const std::function<absl::Status()>& apply) {
+  uint64_t term, sequence;
+  {
+    absl::MutexLock order(&apply_mu_);
+    STRATA_RETURN_IF_ERROR(CheckPrimary());
+    {
+      absl::MutexLock lock(&mu_);
+      term = term_;
+    }
+    STRATA_RETURN_IF_ERROR(apply());
+    sequence = log_.last().sequence + 1;
+    // Written after the update: a crash between the two applies it again
+    // from the log, which writes or drops the same rows (nothing after it
+    // was applied yet).
+    STRATA_RETURN_IF_ERROR(options_.store->RecordReplicationPosition(
+        ReplicationPosition{term, sequence}));
+    entry.set_term(term);
+    entry.set_sequence(sequence);
+    log_.Append(std::make_shared<v1::ReplicationEntry>(std::move(entry)));
+  }
+  return WaitForQuorum(term, sequence);
+}
+
 absl::StatusOr<CheckpointInfo> ReplicaGroup::ReplicateRestore(
     const std::function<absl::StatusOr<CheckpointInfo>()>& restore) {
   absl::MutexLock order(&apply_mu_);

@@ -135,6 +135,12 @@ class ReplicaGroup {
   absl::StatusOr<bool> ReplicateCreateTable(
       const v1::TableConfig& config,
       const std::function<absl::StatusOr<bool>()>& create);
+  // A bucket move's update (`entry` holds moved_rows or dropped_buckets; its
+  // term and sequence are set here), applied with `apply` in the group's
+  // order, its position recorded, then waited for like a push. Nothing is
+  // logged when `apply` fails.
+  absl::Status ReplicateMoveUpdate(v1::ReplicationEntry entry,
+                                   const std::function<absl::Status()>& apply);
   // A restore replaces the store: the log starts over after it, so every
   // follower gets a snapshot of the restored rows.
   absl::StatusOr<CheckpointInfo> ReplicateRestore(

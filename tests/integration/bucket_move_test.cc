@@ -4,7 +4,8 @@
 // a one-shard reference cluster given the same pushes in the same order),
 // a serving PS follows the shards a reshard adds and removes, and a kill -9
 // of the source or the target mid-copy leaves the source serving, loses
-// nothing, and the move finishes when run again.
+// nothing, and the move finishes when run again. Between replicated shards,
+// the followers promoted after a move serve what their primaries did.
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +24,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/strata.pb.h"
+#include "tests/testing/etcd_process.h"
+#include "tests/testing/replicas.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wait_until.h"
@@ -79,11 +82,18 @@ class BucketMoveTest : public ::testing::Test {
       shards_.push_back(std::make_unique<ServerProcess>(options));
       ASSERT_THAT(shards_.back()->Start(), IsOk());
     }
+    addresses_ = {shards_[0]->address(), shards_[1]->address()};
+    StartReferenceAndClients();
+  }
+
+  // The one-shard reference, a client of it and one of the cluster at
+  // addresses_, each with the table.
+  void StartReferenceAndClients() {
     ServerProcessOptions one;
     one.flags = {"--num_shards=1", "--shard_index=0"};
     reference_ = std::make_unique<ServerProcess>(one);
     ASSERT_THAT(reference_->Start(), IsOk());
-    cluster_ = MakeClient({shards_[0]->address(), shards_[1]->address()});
+    cluster_ = MakeClient(addresses_);
     local_ = MakeClient({reference_->address()});
     ASSERT_NE(cluster_, nullptr);
     ASSERT_NE(local_, nullptr);
@@ -202,13 +212,43 @@ class BucketMoveTest : public ::testing::Test {
     ServerProcessOptions tool;
     tool.binary = "stratactl";
     tool.daemon_flags = false;
-    tool.flags = {absl::StrCat("--shards=", shards_[0]->address(), ",",
-                               shards_[1]->address()),
+    tool.flags = {absl::StrCat("--shards=", absl::StrJoin(addresses_, ",")),
                   command};
     tool.flags.insert(tool.flags.end(), flags.begin(), flags.end());
     auto process = std::make_unique<ServerProcess>(tool);
     EXPECT_THAT(process->Launch(), IsOk());
     return process;
+  }
+
+  // A checkpoint of the cluster as it stands, resharded onto one new shard
+  // by stratactl, holds exactly the reference's rows: a partial copy that a
+  // killed move left on a shard (which no client reads) is skipped.
+  void ExpectReshardedCheckpointEqualsReference(bool partial_copy_left) {
+    ASSERT_THAT(cluster_->Checkpoint("mid-move", 7).status(), IsOk());
+    testing::TempDir onto("reshard_onto_one");
+    const std::string target = onto.path() + "/shard0";
+    ServerProcessOptions tool;
+    tool.binary = "stratactl";
+    tool.daemon_flags = false;
+    tool.flags = {"reshard-checkpoint", "mid-move",
+                  absl::StrCat("--from=", shards_[0]->data_dir(), ",",
+                               shards_[1]->data_dir()),
+                  absl::StrCat("--to=", target)};
+    ServerProcess reshard(tool);
+    ASSERT_THAT(reshard.Launch(), IsOk());
+    ASSERT_EQ(ExitCode(reshard), 0) << reshard.log();
+    if (partial_copy_left) {
+      EXPECT_THAT(reshard.log(), HasSubstr("rows of shard 1 in buckets the "
+                                           "checkpoint's shard map gives"));
+    }
+    ServerProcessOptions one;
+    one.data_dir = target;
+    one.flags = {"--num_shards=1", "--shard_index=0"};
+    ServerProcess merged(one);
+    ASSERT_THAT(merged.Start(), IsOk());
+    std::unique_ptr<PsClient> client = MakeClient({merged.address()});
+    EXPECT_EQ(PullAll(*client), PullAll(*local_));
+    EXPECT_EQ(Rows(*client), Rows(*local_));
   }
 
   static int ExitCode(ServerProcess& process) {
@@ -219,6 +259,9 @@ class BucketMoveTest : public ::testing::Test {
   }
 
   std::vector<std::unique_ptr<ServerProcess>> shards_;
+  // The cluster's shard addresses as clients and stratactl take them (a
+  // replicated shard's replicas joined by '|').
+  std::vector<std::string> addresses_;
   std::unique_ptr<ServerProcess> reference_;
   std::unique_ptr<PsClient> cluster_;
   std::unique_ptr<PsClient> local_;
@@ -402,6 +445,9 @@ TEST_P(BucketMoveKillTest,
     ASSERT_THAT(PushStep(step, 1000), IsOk());
   }
   EXPECT_EQ(PullAll(*cluster_), PullAll(*local_));
+  // A killed target keeps its partial copy until the move runs again; a
+  // checkpoint taken meanwhile still reshards to what clients read.
+  ExpectReshardedCheckpointEqualsReference(GetParam() == 1);
 
   // Run again, it finishes; training after it matches too.
   std::unique_ptr<ServerProcess> again =
@@ -414,6 +460,157 @@ TEST_P(BucketMoveKillTest,
   ASSERT_THAT(cluster_->RefreshShardMap(), IsOk());
   EXPECT_EQ(cluster_->shard_map()->BucketsOf(1).size(), 2048u + 1024);
   ExpectClusterEqualsReference();
+}
+
+// Two replicated shards (two replicas each, etcd): a move's rows reach the
+// target's follower and the source's drop reaches the source's follower,
+// through each group's log, so followers promoted after the move serve what
+// their primaries served.
+class ReplicatedBucketMoveTest : public BucketMoveTest {
+ protected:
+  void SetUp() override {
+    ASSERT_THAT(etcd_.Start(), IsOk());
+    for (uint32_t s = 0; s < 2; ++s) {
+      StartGroup(s, 2, {0, 0});
+      ASSERT_GE(testing::WaitForPrimaryOf(groups_[s]), 0);
+      addresses_.push_back(GroupAddress(s));
+    }
+    StartReferenceAndClients();
+  }
+
+  // Shard `s` of `num_shards`: two replicas on `ports` (0: any free one).
+  void StartGroup(uint32_t s, uint32_t num_shards, std::vector<int> ports) {
+    for (int r = 0; r < 2; ++r) {
+      ServerProcessOptions options;
+      options.flags =
+          testing::ReplicaFlags(etcd_.endpoint(), r, 2, "move-replicated");
+      options.flags.push_back(absl::StrCat("--num_shards=", num_shards));
+      options.flags.push_back(absl::StrCat("--shard_index=", s));
+      options.port = ports[r];
+      groups_[s].push_back(std::make_unique<ServerProcess>(options));
+      ASSERT_THAT(groups_[s].back()->Start(), IsOk());
+    }
+  }
+
+  std::string GroupAddress(uint32_t s) const {
+    std::vector<std::string> replicas;
+    for (const auto& replica : groups_[s]) {
+      replicas.push_back(replica->address());
+    }
+    return absl::StrJoin(replicas, "|");
+  }
+
+  testing::EtcdProcess etcd_;
+  std::vector<std::unique_ptr<ServerProcess>> groups_[3];
+};
+
+TEST_F(ReplicatedBucketMoveTest, PromotedFollowersServeTheMovedRows) {
+  std::atomic<uint64_t> steps{0};
+  std::atomic<bool> stop{false};
+  absl::Status failed;
+  std::thread trainer([&] {
+    while (!stop.load()) {
+      absl::Status pushed = PushStep(steps.load(), 300);
+      if (!pushed.ok()) {
+        failed = pushed;
+        return;
+      }
+      ++steps;
+    }
+  });
+  ASSERT_TRUE(WaitUntil([&] { return steps.load() >= 20; }, absl::Seconds(60)));
+  std::unique_ptr<ServerProcess> move =
+      MoveBuckets({"--to_shard=1", "--from_shard=0", "--count=1024",
+                   "--buckets_per_step=512"});
+  EXPECT_EQ(ExitCode(*move), 0) << move->log();
+  EXPECT_THAT(move->log(), HasSubstr("moved 1024 buckets"));
+  const uint64_t after_move = steps.load();
+  ASSERT_TRUE(WaitUntil([&] { return steps.load() >= after_move + 10; },
+                        absl::Seconds(60)));
+  stop = true;
+  trainer.join();
+  ASSERT_THAT(failed, IsOk());
+  ExpectClusterEqualsReference();
+  const uint64_t rows = Rows(*cluster_);
+  ASSERT_GT(rows, 0u);
+
+  // Each group's follower has every entry; then both primaries die.
+  for (int s = 0; s < 2; ++s) {
+    ASSERT_TRUE(testing::WaitForReplicasToConverge(groups_[s]));
+  }
+  for (int s = 0; s < 2; ++s) {
+    std::vector<std::unique_ptr<ServerProcess>>& group = groups_[s];
+    const int primary = testing::PrimaryOf(group);
+    ASSERT_GE(primary, 0);
+    ASSERT_THAT(group[primary]->Kill9(), IsOk());
+    ASSERT_GE(testing::WaitForPrimaryOf(group), 0);
+  }
+  std::unique_ptr<PsClient> promoted = MakeClient(addresses_);
+  ASSERT_NE(promoted, nullptr);
+  // The target's new primary has the moved rows (a follower that missed
+  // them would answer the initializer's values); the source's holds none
+  // of the buckets it gave away (the count would exceed the reference's).
+  EXPECT_EQ(PullAll(*promoted), PullAll(*local_));
+  EXPECT_EQ(Rows(*promoted), rows);
+  ASSERT_THAT(promoted->RefreshShardMap(), IsOk());
+  EXPECT_EQ(promoted->shard_map()->BucketsOf(1).size(), 2048u + 1024);
+}
+
+TEST_F(ReplicatedBucketMoveTest, GrowsByAReplicatedShardWhileTraining) {
+  // A serving PS given the two groups finds the third in the map.
+  ServerProcessOptions serving_options;
+  serving_options.binary = "strata-serving";
+  serving_options.flags = {
+      absl::StrCat("--shards=", addresses_[0], ",", addresses_[1]),
+      "--shard_map_check_s=0.2", "--unknown_keys=initializer"};
+  ServerProcess serving(serving_options);
+  ASSERT_THAT(serving.Start(), IsOk());
+  std::atomic<uint64_t> steps{0};
+  std::atomic<bool> stop{false};
+  absl::Status failed;
+  std::thread trainer([&] {
+    while (!stop.load()) {
+      absl::Status pushed = PushStep(steps.load(), 300);
+      if (!pushed.ok()) {
+        failed = pushed;
+        return;
+      }
+      ++steps;
+    }
+  });
+  ASSERT_TRUE(WaitUntil([&] { return steps.load() >= 10; }, absl::Seconds(60)));
+  // As docs/MULTI_MACHINE.md says for a cluster in etcd: the first run puts
+  // the grown map in etcd and names the shard that is missing; the new
+  // group, started then with the new count, reads that map; the second run
+  // moves the buckets.
+  const std::vector<int> ports = {testing::PickFreePort(),
+                                  testing::PickFreePort()};
+  const std::string third =
+      absl::StrCat("127.0.0.1:", ports[0], "|127.0.0.1:", ports[1]);
+  const std::string grown = absl::StrCat("--to_shards=", addresses_[0], ",",
+                                         addresses_[1], ",", third);
+  std::unique_ptr<ServerProcess> first = MoveBuckets({grown}, "reshard");
+  EXPECT_EQ(ExitCode(*first), 1) << first->log();
+  EXPECT_THAT(first->log(), HasSubstr("start every new shard"));
+  StartGroup(2, 3, ports);
+  ASSERT_GE(testing::WaitForPrimaryOf(groups_[2]), 0);
+  ASSERT_EQ(GroupAddress(2), third);
+  std::unique_ptr<ServerProcess> again = MoveBuckets({grown}, "reshard");
+  EXPECT_EQ(ExitCode(*again), 0) << again->log();
+  EXPECT_THAT(again->log(), HasSubstr("3 shards (1366, 1365, 1365"));
+  const uint64_t grown_at = steps.load();
+  ASSERT_TRUE(WaitUntil([&] { return steps.load() >= grown_at + 10; },
+                        absl::Seconds(60)));
+  stop = true;
+  trainer.join();
+  ASSERT_THAT(failed, IsOk());
+  // The cluster's client, given two shards, reached the third through the
+  // map; every push applied exactly once.
+  ExpectClusterEqualsReference();
+  EXPECT_EQ(cluster_->num_shards(), 3u);
+  // The new shard's follower has what its primary got.
+  ASSERT_TRUE(testing::WaitForReplicasToConverge(groups_[2]));
+  ExpectServingFollowsTheThreeShards(serving.address());
 }
 
 INSTANTIATE_TEST_SUITE_P(SourceOrTarget, BucketMoveKillTest,
