@@ -501,9 +501,11 @@ absl::Status ReplicaGroup::ReplicateMoveUpdate(
     }
     STRATA_RETURN_IF_ERROR(apply());
     sequence = log_.last().sequence + 1;
-    // Written after the update: a crash between the two applies it again
-    // from the log, which writes or drops the same rows (nothing after it
-    // was applied yet).
+    // Recorded after the update. A follower that dies between the two
+    // replays the entry, writing or dropping the same rows again (nothing
+    // after it was applied yet). A primary that dies there never logged
+    // it: what it wrote or dropped are rows of buckets its shard does not
+    // own, which the next move of those buckets drops first.
     STRATA_RETURN_IF_ERROR(options_.store->RecordReplicationPosition(
         ReplicationPosition{term, sequence}));
     entry.set_term(term);

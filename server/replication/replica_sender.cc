@@ -22,6 +22,11 @@ namespace strata {
 namespace {
 
 constexpr size_t kMaxEntriesPerAppend = 256;
+// An Append stops adding entries past this many bytes (it always holds one),
+// far below the receiver's message limit (kMaxMessageBytes, 512 MiB): a
+// follower behind by many large entries (pushes of many keys, a bucket
+// move's blocks of rows) catches up in several calls instead of never.
+constexpr size_t kMaxAppendBytes = size_t{64} << 20;
 constexpr size_t kCheckpointFileChunkBytes = size_t{1} << 20;
 // How long an idle sender waits for entries before it sends a heartbeat.
 constexpr absl::Duration kHeartbeat = absl::Milliseconds(200);
@@ -120,7 +125,10 @@ absl::Status ReplicaSender::Stream(ReplicationPosition position,
     request.set_primary_id(options.replica_id);
     request.set_primary_address(group_->address());
     PositionToProto(position, request.mutable_previous());
+    size_t bytes = 0;
     for (const ReplicationEntryPtr& entry : entries) {
+      bytes += entry->ByteSizeLong();
+      if (request.entries_size() > 0 && bytes > kMaxAppendBytes) break;
       *request.add_entries() = *entry;
     }
     grpc::ClientContext context;

@@ -500,6 +500,14 @@ class ReplicatedBucketMoveTest : public BucketMoveTest {
     return absl::StrJoin(replicas, "|");
   }
 
+  // The rows shard `s`'s primary holds.
+  uint64_t GroupRows(uint32_t s) {
+    std::unique_ptr<PsClient> one = MakeClient({GroupAddress(s)});
+    absl::StatusOr<std::vector<v1::StatsResponse>> stats = one->Stats();
+    if (!stats.ok() || (*stats)[0].tables().empty()) return 0;
+    return (*stats)[0].tables(0).num_rows();
+  }
+
   testing::EtcdProcess etcd_;
   std::vector<std::unique_ptr<ServerProcess>> groups_[3];
 };
@@ -612,6 +620,71 @@ TEST_F(ReplicatedBucketMoveTest, GrowsByAReplicatedShardWhileTraining) {
   ASSERT_TRUE(testing::WaitForReplicasToConverge(groups_[2]));
   ExpectServingFollowsTheThreeShards(serving.address());
 }
+
+class ReplicatedBucketMoveKillTest : public ReplicatedBucketMoveTest,
+                                     public ::testing::WithParamInterface<int> {
+};
+
+// The primary of the source's or the target's group killed mid-copy. The
+// source's voids the move (its tracking lived in the dead primary's
+// memory): the step fails. The target's ends the step if a call was in
+// flight; between two calls it goes unnoticed, since the next call finds
+// the promoted follower, which has every block acknowledged before. Either
+// way the killed replica rejoins, nothing acknowledged is lost, and the
+// move ends done, by the command run again if it failed.
+TEST_P(ReplicatedBucketMoveKillTest,
+       APrimaryKilledMidCopyLosesNothingAndTheMoveEnds) {
+  for (uint64_t step = 0; step < 30; ++step) {
+    ASSERT_THAT(PushStep(step, 1000), IsOk());
+  }
+  const uint64_t target_rows = GroupRows(1);
+  std::unique_ptr<ServerProcess> move =
+      MoveBuckets({"--to_shard=1", "--from_shard=0", "--count=1024",
+                   "--buckets_per_step=1024", "--max_rows_per_second=800"});
+  ASSERT_TRUE(WaitUntil([&] { return GroupRows(1) > target_rows + 200; },
+                        absl::Seconds(60)));
+  std::vector<std::unique_ptr<ServerProcess>>& group = groups_[GetParam()];
+  const int primary = testing::PrimaryOf(group);
+  ASSERT_GE(primary, 0);
+  ASSERT_THAT(group[primary]->Kill9(), IsOk());
+  const int exit_code = ExitCode(*move);
+  if (GetParam() == 0) {
+    EXPECT_EQ(exit_code, 1) << move->log();
+  }
+  ASSERT_TRUE(exit_code == 0 || exit_code == 1) << move->log();
+  ASSERT_THAT(group[primary]->StartOnSamePort(), IsOk());
+  ASSERT_GE(testing::WaitForPrimaryOf(group), 0);
+  ASSERT_THAT(cluster_->RefreshShardMap(), IsOk());
+  if (exit_code == 1) {
+    EXPECT_THAT(move->log(), HasSubstr("run the command again"));
+    EXPECT_EQ(cluster_->shard_map()->version(), 1u);
+  }
+  EXPECT_EQ(PullAll(*cluster_), PullAll(*local_));
+  for (uint64_t step = 30; step < 35; ++step) {
+    ASSERT_THAT(PushStep(step, 1000), IsOk());
+  }
+  if (exit_code == 1) {
+    std::unique_ptr<ServerProcess> again =
+        MoveBuckets({"--to_shard=1", "--from_shard=0", "--count=1024",
+                     "--buckets_per_step=1024"});
+    EXPECT_EQ(ExitCode(*again), 0) << again->log();
+  }
+  for (uint64_t step = 35; step < 40; ++step) {
+    ASSERT_THAT(PushStep(step, 1000), IsOk());
+  }
+  ASSERT_THAT(cluster_->RefreshShardMap(), IsOk());
+  EXPECT_EQ(cluster_->shard_map()->BucketsOf(1).size(), 2048u + 1024);
+  ExpectClusterEqualsReference();
+  for (int s = 0; s < 2; ++s) {
+    EXPECT_TRUE(testing::WaitForReplicasToConverge(groups_[s])) << s;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SourceOrTarget, ReplicatedBucketMoveKillTest,
+                         ::testing::Values(0, 1),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == 0 ? "Source" : "Target";
+                         });
 
 INSTANTIATE_TEST_SUITE_P(SourceOrTarget, BucketMoveKillTest,
                          ::testing::Values(0, 1),
