@@ -127,6 +127,28 @@ def test_online_reshard_run_reports_training_around_a_2_to_4_reshard():
     assert float(row[8]) > 0 and float(row[9]) >= float(row[8]), done.stdout
 
 
+def test_replicated_move_run_pairs_replicated_and_plain_moves():
+    build = m.bin_dir().parent
+    env = dict(os.environ, ROUNDS="2", NUM_KEYS="20000")
+    done = subprocess.run(
+        ["bash", str(m.REPO / "bench" / "run_replicated_move.sh"), str(build)],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
+    rows = [[cell.strip() for cell in line.strip("|").split("|")]
+            for line in done.stdout.splitlines()
+            if re.match(r"\| [12] \| (plain|replicated) \|", line)]
+    # Alternating order; both sides move the same rows (a quarter of the
+    # table: the script fails unless 1024 buckets moved).
+    assert [row[1] for row in rows] == [
+        "plain", "replicated", "replicated", "plain"], done.stdout
+    assert len({row[2] for row in rows}) == 1 and int(rows[0][2]) > 3000, rows
+    for row in rows:
+        assert float(row[3]) > 0 and float(row[7]) > 0, row
+    ratios = [line for line in done.stdout.splitlines()
+              if re.match(r"\| [12] \| [0-9.]+x \| [0-9.]+x \|", line)]
+    assert len(ratios) == 2, done.stdout
+
+
 def test_wide_run_compares_the_wide_term_with_logistic_regression():
     build = m.bin_dir().parent
     env = dict(os.environ, ROUNDS="1", ROWS="20000", HOLDOUT_ROWS="4000",
