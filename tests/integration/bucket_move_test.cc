@@ -182,12 +182,53 @@ class BucketMoveTest : public ::testing::Test {
     return tables.ok() && !tables->empty() ? (*tables)[0].num_rows() : 0;
   }
 
-  uint64_t RowsOn(int shard) {
-    std::unique_ptr<PsClient> one = MakeClient({shards_[shard]->address()});
+  // The rows the shard at `address` holds (0 while it does not answer).
+  uint64_t RowsAt(const std::string& address) {
+    std::unique_ptr<PsClient> one = MakeClient({address});
     absl::StatusOr<std::vector<v1::StatsResponse>> stats = one->Stats();
     if (!stats.ok() || (*stats)[0].tables().empty()) return 0;
     return (*stats)[0].tables(0).num_rows();
   }
+
+  uint64_t RowsOn(int shard) { return RowsAt(shards_[shard]->address()); }
+
+  // Pushes step after step (PushStep, `keys` keys each) on a thread of its
+  // own until Stop(), which returns the first failure; stopped when
+  // destroyed, so a test that ends early leaves no thread behind.
+  class Trainer {
+   public:
+    Trainer(BucketMoveTest& test, size_t keys)
+        : thread_([this, &test, keys] {
+            while (!stop_.load()) {
+              absl::Status pushed = test.PushStep(steps_.load(), keys);
+              if (!pushed.ok()) {
+                failed_ = pushed;
+                return;
+              }
+              ++steps_;
+            }
+          }) {}
+    ~Trainer() {
+      if (thread_.joinable()) Stop().IgnoreError();
+    }
+
+    uint64_t steps() const { return steps_.load(); }
+    // True once `n` steps are done (false after 60 s or a failed push).
+    bool WaitForSteps(uint64_t n) {
+      return WaitUntil([&] { return steps_.load() >= n; }, absl::Seconds(60));
+    }
+    absl::Status Stop() {
+      stop_ = true;
+      thread_.join();
+      return failed_;
+    }
+
+   private:
+    std::atomic<uint64_t> steps_{0};
+    std::atomic<bool> stop_{false};
+    absl::Status failed_;
+    std::thread thread_;  // last: it starts once the others exist
+  };
 
   uint64_t KeysPushedOn(int shard) {
     std::unique_ptr<PsClient> one = MakeClient({shards_[shard]->address()});
@@ -268,37 +309,22 @@ class BucketMoveTest : public ::testing::Test {
 };
 
 TEST_F(BucketMoveTest, PushesDuringMovesBothWaysApplyExactlyOnce) {
-  std::atomic<uint64_t> steps{0};
-  std::atomic<bool> stop{false};
-  absl::Status failed;
-  std::thread trainer([&] {
-    while (!stop.load()) {
-      absl::Status pushed = PushStep(steps.load(), 300);
-      if (!pushed.ok()) {
-        failed = pushed;
-        return;
-      }
-      ++steps;
-    }
-  });
-  ASSERT_TRUE(WaitUntil([&] { return steps.load() >= 20; }, absl::Seconds(60)));
+  Trainer trainer(*this, 300);
+  ASSERT_TRUE(trainer.WaitForSteps(20));
   std::unique_ptr<ServerProcess> there =
       MoveBuckets({"--to_shard=1", "--from_shard=0", "--count=1500",
                    "--buckets_per_step=256"});
   EXPECT_EQ(ExitCode(*there), 0) << there->log();
   EXPECT_THAT(there->log(), HasSubstr("moved 1500 buckets"));
-  const uint64_t after_first = steps.load();
+  const uint64_t after_first = trainer.steps();
   std::unique_ptr<ServerProcess> back =
       MoveBuckets({"--to_shard=0", "--from_shard=1", "--count=700",
                    "--buckets_per_step=100"});
   EXPECT_EQ(ExitCode(*back), 0) << back->log();
   // Training goes on after the moves (the moved optimizer state in use).
-  const uint64_t after_moves = steps.load();
-  ASSERT_TRUE(WaitUntil([&] { return steps.load() >= after_moves + 20; },
-                        absl::Seconds(60)));
-  stop = true;
-  trainer.join();
-  ASSERT_THAT(failed, IsOk());
+  const uint64_t after_moves = trainer.steps();
+  ASSERT_TRUE(trainer.WaitForSteps(after_moves + 20));
+  ASSERT_THAT(trainer.Stop(), IsOk());
   EXPECT_GT(after_moves, after_first) << "no push ran during the moves";
 
   ASSERT_THAT(cluster_->RefreshShardMap(), IsOk());
@@ -501,43 +527,22 @@ class ReplicatedBucketMoveTest : public BucketMoveTest {
   }
 
   // The rows shard `s`'s primary holds.
-  uint64_t GroupRows(uint32_t s) {
-    std::unique_ptr<PsClient> one = MakeClient({GroupAddress(s)});
-    absl::StatusOr<std::vector<v1::StatsResponse>> stats = one->Stats();
-    if (!stats.ok() || (*stats)[0].tables().empty()) return 0;
-    return (*stats)[0].tables(0).num_rows();
-  }
+  uint64_t GroupRows(uint32_t s) { return RowsAt(GroupAddress(s)); }
 
   testing::EtcdProcess etcd_;
   std::vector<std::unique_ptr<ServerProcess>> groups_[3];
 };
 
 TEST_F(ReplicatedBucketMoveTest, PromotedFollowersServeTheMovedRows) {
-  std::atomic<uint64_t> steps{0};
-  std::atomic<bool> stop{false};
-  absl::Status failed;
-  std::thread trainer([&] {
-    while (!stop.load()) {
-      absl::Status pushed = PushStep(steps.load(), 300);
-      if (!pushed.ok()) {
-        failed = pushed;
-        return;
-      }
-      ++steps;
-    }
-  });
-  ASSERT_TRUE(WaitUntil([&] { return steps.load() >= 20; }, absl::Seconds(60)));
+  Trainer trainer(*this, 300);
+  ASSERT_TRUE(trainer.WaitForSteps(20));
   std::unique_ptr<ServerProcess> move =
       MoveBuckets({"--to_shard=1", "--from_shard=0", "--count=1024",
                    "--buckets_per_step=512"});
   EXPECT_EQ(ExitCode(*move), 0) << move->log();
   EXPECT_THAT(move->log(), HasSubstr("moved 1024 buckets"));
-  const uint64_t after_move = steps.load();
-  ASSERT_TRUE(WaitUntil([&] { return steps.load() >= after_move + 10; },
-                        absl::Seconds(60)));
-  stop = true;
-  trainer.join();
-  ASSERT_THAT(failed, IsOk());
+  ASSERT_TRUE(trainer.WaitForSteps(trainer.steps() + 10));
+  ASSERT_THAT(trainer.Stop(), IsOk());
   ExpectClusterEqualsReference();
   const uint64_t rows = Rows(*cluster_);
   ASSERT_GT(rows, 0u);
@@ -573,20 +578,8 @@ TEST_F(ReplicatedBucketMoveTest, GrowsByAReplicatedShardWhileTraining) {
       "--shard_map_check_s=0.2", "--unknown_keys=initializer"};
   ServerProcess serving(serving_options);
   ASSERT_THAT(serving.Start(), IsOk());
-  std::atomic<uint64_t> steps{0};
-  std::atomic<bool> stop{false};
-  absl::Status failed;
-  std::thread trainer([&] {
-    while (!stop.load()) {
-      absl::Status pushed = PushStep(steps.load(), 300);
-      if (!pushed.ok()) {
-        failed = pushed;
-        return;
-      }
-      ++steps;
-    }
-  });
-  ASSERT_TRUE(WaitUntil([&] { return steps.load() >= 10; }, absl::Seconds(60)));
+  Trainer trainer(*this, 300);
+  ASSERT_TRUE(trainer.WaitForSteps(10));
   // As docs/MULTI_MACHINE.md says for a cluster in etcd: the first run puts
   // the grown map in etcd and names the shard that is missing; the new
   // group, started then with the new count, reads that map; the second run
@@ -606,12 +599,8 @@ TEST_F(ReplicatedBucketMoveTest, GrowsByAReplicatedShardWhileTraining) {
   std::unique_ptr<ServerProcess> again = MoveBuckets({grown}, "reshard");
   EXPECT_EQ(ExitCode(*again), 0) << again->log();
   EXPECT_THAT(again->log(), HasSubstr("3 shards (1366, 1365, 1365"));
-  const uint64_t grown_at = steps.load();
-  ASSERT_TRUE(WaitUntil([&] { return steps.load() >= grown_at + 10; },
-                        absl::Seconds(60)));
-  stop = true;
-  trainer.join();
-  ASSERT_THAT(failed, IsOk());
+  ASSERT_TRUE(trainer.WaitForSteps(trainer.steps() + 10));
+  ASSERT_THAT(trainer.Stop(), IsOk());
   // The cluster's client, given two shards, reached the third through the
   // map; every push applied exactly once.
   ExpectClusterEqualsReference();
