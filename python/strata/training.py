@@ -327,21 +327,12 @@ class ParameterServerClient:
     def _newer_map_elsewhere(self, silent, timeout):
         """Whether the shards other than `silent` that answer serve a map
         newer than this client's; if so, routes by it from now on."""
-        asked, newest = [], 0
-        for index in range(self.num_shards):
-            if index == silent:
-                continue
-            try:
-                answer = self._shards[index].call(
-                    "GetShardMap", strata_pb2.GetShardMapRequest(),
-                    min(timeout, _ASK_OTHERS_AFTER_S))
-            except (UnavailableError, DeadlineExceededError):
-                continue
-            asked.append(index)
-            newest = max(newest, answer.version)
-        if newest <= self.shard_map_version:
+        others = [index for index in range(self.num_shards) if index != silent]
+        newest = self._newest_map(min(timeout, _ASK_OTHERS_AFTER_S), others,
+                                  skip_unreachable=True)
+        if newest is None or newest.version <= self.shard_map_version:
             return False
-        self.refresh_shard_map(newest, timeout, asked)
+        self._install_map(newest)
         return True
 
     def _pull_routed(self, table, unique, timeout):
@@ -414,11 +405,19 @@ class ParameterServerClient:
         newest = self._newest_map(timeout, shards)
         return newest.version, np.array(newest.bucket_owners, dtype=np.int64)
 
-    def _newest_map(self, timeout, shards):
+    def _newest_map(self, timeout, shards, skip_unreachable=False):
+        """The newest map that `shards` (indexes; every one when None)
+        serve; with `skip_unreachable`, shards that do not answer are left
+        out (None when none answers)."""
         newest = None
         for index in range(self.num_shards) if shards is None else shards:
-            answer = self._shards[index].call(
-                "GetShardMap", strata_pb2.GetShardMapRequest(), timeout)
+            try:
+                answer = self._shards[index].call(
+                    "GetShardMap", strata_pb2.GetShardMapRequest(), timeout)
+            except (UnavailableError, DeadlineExceededError):
+                if skip_unreachable:
+                    continue
+                raise
             if newest is None or answer.version > newest.version:
                 newest = answer
         return newest
@@ -430,7 +429,12 @@ class ParameterServerClient:
         None or empty) and routes by it from now on; returns its version.
         After a refusal, asking only the shards that refused (they serve a
         map at least that new) keeps a shard that is down out of it."""
-        newest = self._newest_map(timeout, shards or None)
+        return self._install_map(self._newest_map(timeout, shards or None),
+                                 at_least_version)
+
+    def _install_map(self, newest, at_least_version=0):
+        """Routes by `newest` (a ShardMap answer) from now on when it is
+        newer than the current map; returns the version routed by."""
         version = newest.version
         owners = np.array(newest.bucket_owners, dtype=np.int64)
         if version < at_least_version:
