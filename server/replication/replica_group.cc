@@ -463,35 +463,26 @@ absl::StatusOr<bool> ReplicaGroup::ReplicatePush(const v1::PushRequest& request,
 absl::StatusOr<bool> ReplicaGroup::ReplicateCreateTable(
     const v1::TableConfig& config,
     const std::function<absl::StatusOr<bool>()>& create) {
-  uint64_t term, sequence;
-  bool created;
-  {
-    absl::MutexLock order(&apply_mu_);
-    STRATA_RETURN_IF_ERROR(CheckPrimary());
-    {
-      absl::MutexLock lock(&mu_);
-      term = term_;
-    }
-    STRATA_ASSIGN_OR_RETURN(created, create());
-    sequence = log_.last().sequence;
-    if (created) {
-      ++sequence;
-      STRATA_RETURN_IF_ERROR(options_.store->RecordReplicationPosition(
-          ReplicationPosition{term, sequence}));
-      auto entry = std::make_shared<v1::ReplicationEntry>();
-      entry->set_term(term);
-      entry->set_sequence(sequence);
-      *entry->mutable_create_table() = config;
-      log_.Append(std::move(entry));
-    }
-  }
-  STRATA_RETURN_IF_ERROR(WaitForQuorum(term, sequence));
-  return created;
+  v1::ReplicationEntry entry;
+  *entry.mutable_create_table() = config;
+  return ReplicateUpdate(std::move(entry), create);
 }
 
 absl::Status ReplicaGroup::ReplicateMoveUpdate(
     v1::ReplicationEntry entry, const std::function<absl::Status()>& apply) {
+  return ReplicateUpdate(std::move(entry),
+                         [&]() -> absl::StatusOr<bool> {
+                           STRATA_RETURN_IF_ERROR(apply());
+                           return true;
+                         })
+      .status();
+}
+
+absl::StatusOr<bool> ReplicaGroup::ReplicateUpdate(
+    v1::ReplicationEntry entry,
+    const std::function<absl::StatusOr<bool>()>& apply) {
   uint64_t term, sequence;
+  bool changed;
   {
     absl::MutexLock order(&apply_mu_);
     STRATA_RETURN_IF_ERROR(CheckPrimary());
@@ -499,20 +490,26 @@ absl::Status ReplicaGroup::ReplicateMoveUpdate(
       absl::MutexLock lock(&mu_);
       term = term_;
     }
-    STRATA_RETURN_IF_ERROR(apply());
-    sequence = log_.last().sequence + 1;
-    // Recorded after the update. A follower that dies between the two
-    // replays the entry, writing or dropping the same rows again (nothing
-    // after it was applied yet). A primary that dies there never logged
-    // it: what it wrote or dropped are rows of buckets its shard does not
-    // own, which the next move of those buckets drops first.
-    STRATA_RETURN_IF_ERROR(options_.store->RecordReplicationPosition(
-        ReplicationPosition{term, sequence}));
-    entry.set_term(term);
-    entry.set_sequence(sequence);
-    log_.Append(std::make_shared<v1::ReplicationEntry>(std::move(entry)));
+    STRATA_ASSIGN_OR_RETURN(changed, apply());
+    sequence = log_.last().sequence;
+    if (changed) {
+      ++sequence;
+      // Recorded after the update. A follower that dies between the two
+      // replays the entry, applying it again: a table creation and a
+      // move's rows written or dropped are the same the second time
+      // (nothing after it was applied yet). A primary that dies there
+      // never logged it: a move's rows it wrote or dropped are of buckets
+      // its shard does not own, which the next move of them drops first.
+      STRATA_RETURN_IF_ERROR(options_.store->RecordReplicationPosition(
+          ReplicationPosition{term, sequence}));
+      entry.set_term(term);
+      entry.set_sequence(sequence);
+      log_.Append(std::make_shared<v1::ReplicationEntry>(std::move(entry)));
+    }
   }
-  return WaitForQuorum(term, sequence);
+  // An update that changed nothing waits for everything before it.
+  STRATA_RETURN_IF_ERROR(WaitForQuorum(term, sequence));
+  return changed;
 }
 
 absl::StatusOr<CheckpointInfo> ReplicaGroup::ReplicateRestore(

@@ -183,6 +183,13 @@ class ReplicaGroup {
   void StepDown(const char* why);
   void SyncSenders(bool primary);
   absl::Status WaitForQuorum(uint64_t term, uint64_t sequence);
+  // Applies a write that is not a push with `apply` in the group's order;
+  // when it returns true (it changed the store), records its position and
+  // logs `entry` (its term and sequence set here). Then waits for the
+  // acknowledgements the mode asks for. Returns what `apply` returned.
+  absl::StatusOr<bool> ReplicateUpdate(
+      v1::ReplicationEntry entry,
+      const std::function<absl::StatusOr<bool>()>& apply);
   absl::Status ApplyEntry(const v1::ReplicationEntry& entry)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(apply_mu_);
 
