@@ -237,11 +237,11 @@ absl::StatusOr<CopiedRows> CopyFamily(
     const std::string& table_name = name->second;
     const TargetTable& table = target_tables.at(table_name);
     const uint32_t bucket = BucketOf(table.hash, key);
-    if (source_map.OwnerOf(bucket) != source_index && skip_unowned) {
-      ++rows.skipped;
-      continue;
-    }
     if (source_map.OwnerOf(bucket) != source_index) {
+      if (skip_unowned) {
+        ++rows.skipped;
+        continue;
+      }
       return absl::FailedPreconditionError(absl::StrCat(
           source.data_dir, " (given as shard ", source_index, " of ",
           source_map.num_shards(), ") holds key ", key, " of table '",
