@@ -26,6 +26,7 @@
 #include "proto/strata.pb.h"
 #include "tests/testing/etcd_process.h"
 #include "tests/testing/replicas.h"
+#include "tests/testing/served_rows.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/wait_until.h"
@@ -155,25 +156,10 @@ class BucketMoveTest : public ::testing::Test {
         },
         absl::Seconds(60)))
         << "followed: " << absl::StrJoin(followed, ",");
-    const std::vector<float> reference = PullAll(*local_, 2 * kKeySpace);
     std::vector<uint64_t> keys;
     for (uint64_t key = 1; key <= 2 * kKeySpace; ++key) keys.push_back(key);
-    std::vector<float> served(reference.size());
-    size_t wrong = 0;
-    EXPECT_TRUE(WaitUntil(
-        [&] {
-          if (!(*client)->Lookup(kTable, keys, absl::MakeSpan(served)).ok()) {
-            return false;
-          }
-          wrong = 0;
-          for (size_t i = 0; i < served.size(); ++i) {
-            wrong += served[i] != reference[i];
-          }
-          return wrong == 0;
-        },
-        absl::Seconds(60)))
-        << wrong << " of " << served.size()
-        << " served values differ from the reference";
+    EXPECT_TRUE(testing::ServesRows(**client, kTable, keys,
+                                    PullAll(*local_, 2 * kKeySpace)));
   }
 
   uint64_t Rows(PsClient& client) {

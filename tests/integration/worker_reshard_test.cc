@@ -27,10 +27,10 @@
 #include "client/serving_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/served_rows.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/testing/training_data.h"
-#include "tests/testing/wait_until.h"
 #include "worker/data/criteo_format.h"
 
 namespace strata {
@@ -41,7 +41,6 @@ using ::strata::testing::ResultNumber;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::ServerProcessOptions;
 using ::strata::testing::TempDir;
-using ::strata::testing::WaitUntil;
 using ::testing::HasSubstr;
 
 constexpr int kWorkers = 2;
@@ -261,21 +260,7 @@ TEST_F(WorkerReshardTest,
   absl::StatusOr<std::unique_ptr<ServingClient>> client =
       ServingClient::Create(options);
   ASSERT_THAT(client.status(), IsOk());
-  std::vector<float> served(trained.size());
-  size_t wrong = 0;
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        if (!(*client)->Lookup(kTable, keys_, absl::MakeSpan(served)).ok()) {
-          return false;
-        }
-        wrong = 0;
-        for (size_t i = 0; i < served.size(); ++i) {
-          wrong += served[i] != trained[i];
-        }
-        return wrong == 0;
-      },
-      absl::Seconds(60)))
-      << wrong << " of " << served.size() << " served values differ";
+  EXPECT_TRUE(testing::ServesRows(**client, kTable, keys_, trained));
 }
 
 }  // namespace
