@@ -127,6 +127,8 @@ class EmbeddingTable {
 
   // Visits and forgets the rows updated since the last call.
   void TakeDirtyRows(const RowVisitor& visitor);
+  // How many rows TakeDirtyRows would visit now.
+  size_t num_dirty_rows() const;
   // Remembers the rows of `keys` (those in memory) as updated again: their
   // write failed.
   void MarkDirty(absl::Span<const FeatureId> keys);

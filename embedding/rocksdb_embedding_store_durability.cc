@@ -83,6 +83,16 @@ void RocksDbEmbeddingStore::CollectDirtyLocked(FlushCut& cut) {
   rocksdb::ColumnFamilyHandle* const values = handles_[1];
   rocksdb::ColumnFamilyHandle* const states = handles_[2];
   absl::ReaderMutexLock lock(&tables_mu_);
+  // Sized up front: a cut can hold hundreds of megabytes, and growing the
+  // batch by doubling copied it over and over while pushes waited.
+  size_t batch_bytes = 0;
+  for (auto& [name, table] : tables_) {
+    constexpr size_t kPerRecord = kRowKeyBytes + 16;  // lengths and tag
+    batch_bytes +=
+        table->num_dirty_rows() *
+        (2 * kPerRecord + (table->dim() + table->state_dim()) * sizeof(float));
+  }
+  cut.write = rocksdb::WriteBatch(batch_bytes);
   for (auto& [name, table] : tables_) {
     const TableId id = table->id();
     const uint32_t dim = table->dim(), state_dim = table->state_dim();
