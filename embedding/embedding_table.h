@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/clock.h"
+#include "common/huge_page_allocator.h"
 #include "embedding/initializer.h"
 #include "embedding/optimizer.h"
 #include "embedding/table_config.h"
@@ -201,7 +202,7 @@ class EmbeddingTable {
     mutable absl::Mutex mu;
     // Key -> offset of the row in `rows` (in units of row_width_).
     absl::flat_hash_map<FeatureId, uint32_t> index ABSL_GUARDED_BY(mu);
-    std::vector<float> rows ABSL_GUARDED_BY(mu);
+    std::vector<float, HugePageAllocator<float>> rows ABSL_GUARDED_BY(mu);
     absl::flat_hash_set<FeatureId> dirty ABSL_GUARDED_BY(mu);
     // Per slot, only when the table evicts: the key (so that a deleted
     // slot can be filled by the last one) and the last update.

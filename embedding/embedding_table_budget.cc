@@ -14,9 +14,9 @@ namespace {
 
 // Reallocates `v` to hold `capacity` elements (at least its size), giving
 // back what growth past it took.
-template <typename T>
-void SetCapacity(std::vector<T>& v, size_t capacity) {
-  std::vector<T> resized;
+template <typename T, typename Allocator>
+void SetCapacity(std::vector<T, Allocator>& v, size_t capacity) {
+  std::vector<T, Allocator> resized;
   resized.reserve(std::max(capacity, v.size()));
   resized.assign(v.begin(), v.end());
   v.swap(resized);

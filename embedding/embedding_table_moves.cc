@@ -67,7 +67,7 @@ uint64_t EmbeddingTable::CompactWithout(Stripe& stripe,
                                         absl::Span<const FeatureId> keys) {
   const absl::flat_hash_set<FeatureId> gone(keys.begin(), keys.end());
   absl::flat_hash_map<FeatureId, uint32_t> index;
-  std::vector<float> rows;
+  decltype(stripe.rows) rows;
   index.reserve(stripe.index.size());
   rows.reserve(stripe.rows.size());
   uint64_t removed = 0;
