@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Pull and push of two builds side by side, to see what a change costs on
-# the data path: per round, each build's strata-server (one shard, group
-# durability) is started fresh, loaded with NUM_KEYS rows, and driven by
+# the data path: per round, each build's strata-server (one shard,
+# DURABILITY) is started fresh, loaded with NUM_KEYS rows, and driven by
 # that build's strata-bench (pulls, then pushes, of BATCH keys, INFLIGHT in
 # flight); which build goes first alternates between rounds, because the
 # second run of a round on a shared machine tends to differ. Prints one row
@@ -11,6 +11,9 @@
 # Usage: bench/run_ab.sh BUILD_A BUILD_B
 # Environment: ROUNDS [6]  NUM_KEYS [200000]  DIM [16]  BATCH [1000]
 #              INFLIGHT [8]  DURATION_S [4]  MODES ["pull push"]
+#              DURABILITY [group]  SETTLE_S [2]: seconds waited after the
+#              load, so that its writes (a periodic flush of every loaded
+#              row) are not measured as part of the first mode
 set -u
 if [[ $# -ne 2 ]]; then
   echo "usage: bench/run_ab.sh BUILD_A BUILD_B" >&2
@@ -23,6 +26,8 @@ BATCH=${BATCH:-1000}
 INFLIGHT=${INFLIGHT:-8}
 DURATION_S=${DURATION_S:-4}
 MODES=${MODES:-pull push}
+DURABILITY=${DURABILITY:-group}
+SETTLE_S=${SETTLE_S:-2}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_start ab
 
@@ -30,11 +35,12 @@ bench_start ab
 run_build() {
   local BIN=$1/bin label=$2 mode line
   rm -rf "$WORK/s0" "$WORK/s0.port"
-  start_shards 1 --durability=group
+  start_shards 1 --durability="$DURABILITY"
   local common=(--table=t --dim="$DIM" --num_keys="$NUM_KEYS"
     --shards="$SHARDS" --server_pids="${SHARD_PIDS[0]}")
   "$BIN/strata-bench" "${common[@]}" --mode=load --batch=8192 \
     --inflight=8 >/dev/null || exit 1
+  sleep "$SETTLE_S"
   for mode in $MODES; do
     line=$("$BIN/strata-bench" "${common[@]}" --mode=$mode --batch="$BATCH" \
       --inflight="$INFLIGHT" --duration_s="$DURATION_S" --warmup_s=1 |
