@@ -3,13 +3,17 @@
 // conversion, and the raw pull wire format.
 //
 // Run: build/bin/strata-engine-benchmark --benchmark_min_time=1
+// (STRATA_HUGE_PAGES=0 keeps the tables' rows on 4 KiB pages.)
 
 #include <cstdint>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "benchmark/benchmark.h"
 #include "common/fp16.h"
+#include "common/huge_page_allocator.h"
 #include "common/pull_wire.h"
 #include "embedding/embedding_table.h"
 
@@ -30,6 +34,13 @@ EmbeddingTableConfig Config(OptimizerType optimizer) {
 
 // A table with kRows rows already written.
 EmbeddingTable& FilledTable(OptimizerType optimizer) {
+  // STRATA_HUGE_PAGES=0 measures the rows on 4 KiB pages.
+  static const bool huge_pages = [] {
+    const char* value = std::getenv("STRATA_HUGE_PAGES");
+    SetHugePagesEnabled(value == nullptr || std::string(value) != "0");
+    return true;
+  }();
+  (void)huge_pages;
   static auto* tables = new std::vector<std::unique_ptr<EmbeddingTable>>(4);
   auto& table = (*tables)[static_cast<size_t>(optimizer)];
   if (table == nullptr) {
