@@ -21,6 +21,11 @@
 
 namespace strata {
 namespace embedding_internal {
+namespace {
+// Log kept before the oldest log's families are flushed, in memtables:
+// two for each of the two row families.
+constexpr uint64_t kMaxLogBuffers = 4;
+}  // namespace
 
 absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
   rocksdb::Options db_options;
@@ -50,6 +55,13 @@ absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
     db_options.allow_concurrent_memtable_write = false;
   }
   db_options.write_buffer_size = options_.write_buffer_bytes;
+  // A log file is deleted only once every family with writes in it has
+  // flushed, and the "default" family (tables, push windows) takes small
+  // writes that rarely fill a memtable: by RocksDB's default bound (four
+  // times all memtables, 1.5 GiB at 64 MiB) the logs piled up, and a
+  // restart after a crash replayed them all. Past this bound RocksDB
+  // flushes the families that hold the oldest log.
+  db_options.max_total_wal_size = kMaxLogBuffers * options_.write_buffer_bytes;
   const rocksdb::ColumnFamilyOptions family_options(db_options);
   std::vector<rocksdb::ColumnFamilyDescriptor> families = {
       {rocksdb::kDefaultColumnFamilyName, family_options},

@@ -267,6 +267,25 @@ def test_worker_ab_run_pairs_float32_and_fp16_pulls():
         assert abs(float(row[7])) < 0.01, row
 
 
+def test_recovery_run_kills_and_restarts_each_build():
+    # The same build as A and B: each round has one row per build with the
+    # log at the kill, the restart's seconds and the log after it.
+    build = m.bin_dir().parent
+    env = dict(os.environ, ROUNDS="2", NUM_KEYS="5000", DIM="8",
+               BATCH="1000", PUSH_S="0.5")
+    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_recovery.sh"),
+                           str(build), str(build)], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:]
+    rows = [line.split() for line in done.stdout.splitlines()
+            if re.fullmatch(r"[12] [AB] [0-9]+ [0-9.]+ [0-9]+", line)]
+    assert [row[:2] for row in rows] == [["1", "A"], ["1", "B"], ["2", "B"],
+                                         ["2", "A"]], done.stdout
+    assert all(float(row[3]) > 0 for row in rows), rows
+    assert len(re.findall(r"round [12]: [0-9.]+", done.stdout)) == 2, \
+        done.stdout
+
+
 def test_ab_run_pairs_two_builds_round_by_round():
     # The same build as A and B: each round has one row per build and mode,
     # and a ratio per mode and round.

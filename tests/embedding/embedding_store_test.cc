@@ -751,6 +751,61 @@ TEST_F(EmbeddingStoreTest, OpenRejectsBadOptions) {
   EXPECT_FALSE(std::filesystem::exists(data_dir_));
 }
 
+// Bytes of the write-ahead log files in RocksDB's directory of the store.
+uint64_t LogBytes(const std::string& data_dir) {
+  uint64_t bytes = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(data_dir + "/db")) {
+    if (entry.path().extension() == ".log") bytes += entry.file_size();
+  }
+  return bytes;
+}
+
+TEST_F(EmbeddingStoreTest, WriteAheadLogStaysWithinFourMemtables) {
+  // The table's record sits in the first log and its family ("default")
+  // takes no other write here, so nothing but the bound on the logs' total
+  // size ever lets a log go: by RocksDB's own bound (four times every
+  // memtable) 24 MiB of log would pile up, and a restart replay it.
+  constexpr size_t kWriteBuffer = size_t{1} << 20;
+  EmbeddingStoreOptions options = Options();
+  options.write_buffer_bytes = kWriteBuffer;
+  absl::StatusOr<std::unique_ptr<EmbeddingStore>> opened =
+      EmbeddingStore::Open(options);
+  ASSERT_THAT(opened, IsOk());
+  store_ = std::move(opened).value();
+  EmbeddingTableConfig config;
+  config.name = "wide";
+  config.dim = 64;
+  config.optimizer.type = OptimizerType::kSgd;
+  ASSERT_THAT(store_->CreateTable(config), IsOk());
+  // 40 pushes of 2048 rows of 256 bytes: 21 MiB of log.
+  std::vector<FeatureId> keys(2048);
+  const std::vector<float> gradients(keys.size() * config.dim, 0.5f);
+  for (FeatureId push = 0; push < 40; ++push) {
+    for (size_t i = 0; i < keys.size(); ++i) keys[i] = push * keys.size() + i;
+    const std::vector<GradientBatch> batches = {{config.name, keys, gradients}};
+    ASSERT_THAT(store_->ApplyGradients(batches, PushId()), IsOk());
+  }
+  // The flushes that free old logs run in the background.
+  const uint64_t bound = 4 * kWriteBuffer + kWriteBuffer;
+  const absl::Time deadline = absl::Now() + absl::Seconds(20);
+  while (LogBytes(data_dir_) > bound && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_LE(LogBytes(data_dir_), bound);
+  // Nothing was lost by flushing early.
+  Close();
+  ASSERT_THAT(Open(), IsOk());
+  const std::vector<float> row = Pull("wide", {0, 81919});
+  ASSERT_EQ(row.size(), 2u * config.dim);
+  EmbeddingTable reference(config, 1);
+  std::vector<float> expected(2 * config.dim);
+  const std::vector<FeatureId> probe = {0, 81919};
+  reference.ApplyGradients(probe, gradients.data(), false, nullptr);
+  reference.Lookup(probe, expected.data());
+  EXPECT_EQ(row, expected);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllDurabilities, EmbeddingStoreDurabilityTest,
                          ::testing::Values(Durability::kSync,
                                            Durability::kGroup,
