@@ -18,6 +18,11 @@
 #                     (evaluated on $WORK/rows.holdout) into table TABLE,
 #                     its result in $WORK/result.json; exits the script with
 #                     the log's tail if it fails
+#   alternate_builds ROUNDS BUILD_A BUILD_B FUNCTION
+#                     runs FUNCTION BUILD LABEL for A and B each round, A
+#                     first in odd rounds and B first in even ones (the
+#                     second run of a round on a shared machine tends to
+#                     differ), each line it prints prefixed with the round
 #   realistic_rows ROWS HOLDOUT_ROWS [FLAG...]
 #                     strata-datagen --generator=realistic into $WORK/rows
 #                     and $WORK/rows.holdout (the FLAGs added); sets BAYES
@@ -115,4 +120,19 @@ import json, sys
 c = json.load(open(sys.argv[1]))["ceilings"]
 print("%.4f %.4f" % (c["bayes_auc"], c["learnable_auc"]))' \
     "$WORK/rows.meta.json")
+}
+
+alternate_builds() {
+  local rounds=$1 build_a=$2 build_b=$3 run=$4 r which
+  local order=()
+  for ((r = 1; r <= rounds; r++)); do
+    if ((r % 2)); then order=(A B); else order=(B A); fi
+    for which in "${order[@]}"; do
+      if [[ $which == A ]]; then
+        "$run" "$build_a" A
+      else
+        "$run" "$build_b" B
+      fi | sed "s/^/$r /"
+    done
+  done
 }

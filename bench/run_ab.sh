@@ -54,13 +54,7 @@ run_build() {
 
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "round build mode keys/s server_cpu_s_per_Mkeys"
-for ((r = 1; r <= ROUNDS; r++)); do
-  if ((r % 2)); then order=(A B); else order=(B A); fi
-  for which in "${order[@]}"; do
-    if [[ $which == A ]]; then build=$1; else build=$2; fi
-    run_build "$build" "$which" | sed "s/^/$r /"
-  done
-done | tee "$WORK/rows"
+alternate_builds "$ROUNDS" "$1" "$2" run_build | tee "$WORK/rows"
 echo "ratios B/A per round (keys/s, server CPU per Mkeys):"
 for mode in $MODES; do
   awk -v m="$mode" '$3 == m { k[$1 "," $2] = $4; c[$1 "," $2] = $5; r[$1] = 1 }

@@ -58,13 +58,7 @@ run_build() {
 
 echo "load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "round build log_mib_at_kill restart_s log_mib_after"
-for ((r = 1; r <= ROUNDS; r++)); do
-  if ((r % 2)); then order=(A B); else order=(B A); fi
-  for which in "${order[@]}"; do
-    if [[ $which == A ]]; then build=$1; else build=$2; fi
-    run_build "$build" "$which" | sed "s/^/$r /"
-  done
-done | tee "$WORK/rows"
+alternate_builds "$ROUNDS" "$1" "$2" run_build | tee "$WORK/rows"
 echo "ratios B/A per round (restart seconds):"
 awk '{ t[$1 "," $2] = $4; r[$1] = 1 }
   END { for (i in r) printf "  round %d: %.2f\n", i, t[i ",B"] / t[i ",A"] }' \
