@@ -152,8 +152,12 @@ TEST_F(DistributedTrainingTest, MetricsPortShowsStepsExamplesAndLossMoving) {
   EXPECT_GT(examples, 0);
   EXPECT_GT(scrape("strata_worker_loss"), 0);
   EXPECT_GT(scrape("strata_worker_samples_per_second"), 0);
+  // Both counters are waited for: they were scraped one after the other,
+  // so a step could land between the two scrapes, and that step alone
+  // moves the step past `steps` but not the examples past `examples`.
   const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (scrape("strata_worker_global_step") <= steps &&
+  while ((scrape("strata_worker_global_step") <= steps ||
+          scrape("strata_worker_examples_total") <= examples) &&
          absl::Now() < give_up) {
     absl::SleepFor(absl::Milliseconds(50));
   }
