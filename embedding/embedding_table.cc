@@ -166,6 +166,28 @@ float* EmbeddingTable::FindOrAdmitRow(Stripe& stripe, FeatureId key,
   return FindOrCreateRow(stripe, key);
 }
 
+template <typename KeyAt>
+void EmbeddingTable::PrefetchForUpdateAhead(const Stripe& stripe, size_t j,
+                                            size_t begin, size_t end,
+                                            const KeyAt& key_at) const {
+  if (j == begin) {
+    for (size_t k = begin; k < std::min(end, begin + kIndexPrefetchAhead);
+         ++k) {
+      stripe.index.prefetch(key_at(k));
+    }
+    for (size_t k = begin; k < std::min(end, begin + kRowPrefetchAhead); ++k) {
+      FindAndPrefetchRow(stripe, key_at(k), /*for_update=*/true);
+    }
+  }
+  if (j + kIndexPrefetchAhead < end) {
+    stripe.index.prefetch(key_at(j + kIndexPrefetchAhead));
+  }
+  if (j + kRowPrefetchAhead < end) {
+    FindAndPrefetchRow(stripe, key_at(j + kRowPrefetchAhead),
+                       /*for_update=*/true);
+  }
+}
+
 void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
                                     const float* gradients, bool track_dirty,
                                     const RowVisitor& on_updated,
@@ -186,22 +208,9 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
     // hint.
     const uint32_t begin = starts[s];
     const uint32_t end = starts[s + 1];
-    for (uint32_t j = begin; j < std::min(end, begin + kIndexPrefetchAhead);
-         ++j) {
-      stripe.index.prefetch(keys[order[j]]);
-    }
-    for (uint32_t j = begin; j < std::min(end, begin + kRowPrefetchAhead);
-         ++j) {
-      FindAndPrefetchRow(stripe, keys[order[j]], /*for_update=*/true);
-    }
+    const auto key_at = [&](size_t k) { return keys[order[k]]; };
     for (uint32_t j = begin; j < end; ++j) {
-      if (j + kIndexPrefetchAhead < end) {
-        stripe.index.prefetch(keys[order[j + kIndexPrefetchAhead]]);
-      }
-      if (j + kRowPrefetchAhead < end) {
-        FindAndPrefetchRow(stripe, keys[order[j + kRowPrefetchAhead]],
-                           /*for_update=*/true);
-      }
+      PrefetchForUpdateAhead(stripe, j, begin, end, key_at);
       const uint32_t i = order[j];
       float* row = FindOrAdmitRow(stripe, keys[i], loader);
       if (row == nullptr) continue;
@@ -285,23 +294,11 @@ void EmbeddingTable::TakeDirtyRows(const RowVisitor& visitor) {
     keys.assign(stripe.dirty.begin(), stripe.dirty.end());
     stripe.dirty.clear();
     // The dirty keys come in hash order, so on a large table each probe and
-    // each row is a cache miss: they are fetched ahead as in Lookup (a flush
+    // each row is a cache miss: they are fetched ahead as pushes do (a flush
     // collects its rows while pushes wait).
-    const size_t end = keys.size();
-    for (size_t j = 0; j < std::min<size_t>(end, kIndexPrefetchAhead); ++j) {
-      stripe.index.prefetch(keys[j]);
-    }
-    for (size_t j = 0; j < std::min<size_t>(end, kRowPrefetchAhead); ++j) {
-      FindAndPrefetchRow(stripe, keys[j], /*for_update=*/true);
-    }
-    for (size_t j = 0; j < end; ++j) {
-      if (j + kIndexPrefetchAhead < end) {
-        stripe.index.prefetch(keys[j + kIndexPrefetchAhead]);
-      }
-      if (j + kRowPrefetchAhead < end) {
-        FindAndPrefetchRow(stripe, keys[j + kRowPrefetchAhead],
-                           /*for_update=*/true);
-      }
+    const auto key_at = [&](size_t k) { return keys[k]; };
+    for (size_t j = 0; j < keys.size(); ++j) {
+      PrefetchForUpdateAhead(stripe, j, 0, keys.size(), key_at);
       const float* row =
           stripe.rows.data() + size_t{stripe.index.at(keys[j])} * row_width_;
       visitor(keys[j], row, row + config_.dim);

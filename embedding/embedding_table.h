@@ -281,6 +281,15 @@ class EmbeddingTable {
   const float* FindAndPrefetchRow(const Stripe& stripe, FeatureId key,
                                   bool for_update) const
       ABSL_SHARED_LOCKS_REQUIRED(stripe.mu);
+  // For position j of [begin, end) in a stripe's keys (`key_at(k)` the key
+  // at position k), about to be updated or written out: fetches the index
+  // probe kIndexPrefetchAhead keys ahead and the row (value and state)
+  // kRowPrefetchAhead keys ahead, and at j == begin the ones before those.
+  // Defined in embedding_table.cc, where its callers are.
+  template <typename KeyAt>
+  void PrefetchForUpdateAhead(const Stripe& stripe, size_t j, size_t begin,
+                              size_t end, const KeyAt& key_at) const
+      ABSL_SHARED_LOCKS_REQUIRED(stripe.mu);
   // Orders the positions of `keys` by stripe; `starts` gets kNumStripes + 1
   // offsets into `order`.
   static void GroupByStripe(absl::Span<const FeatureId> keys,
