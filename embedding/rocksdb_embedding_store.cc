@@ -55,6 +55,10 @@ absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
     db_options.allow_concurrent_memtable_write = false;
   }
   db_options.write_buffer_size = options_.write_buffer_bytes;
+  // Rows are float32 of trained values and optimizer state, whose mantissas
+  // are close to random: Snappy saved little on them and cost each flush
+  // and compaction a pass over every block.
+  db_options.compression = rocksdb::kNoCompression;
   // A log file is deleted only once every family with writes in it has
   // flushed, and the "default" family (tables, push windows) takes small
   // writes that rarely fill a memtable: by RocksDB's default bound (four

@@ -19,6 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/logging.h"
@@ -427,6 +428,45 @@ TEST_P(EmbeddingStoreDurabilityTest,
   }
   Close();
   ASSERT_THAT(Open(), IsOk());
+  ExpectMatchesReference(reference);
+}
+
+// Batches of more than 64 values are checked a block at a time: a bad value
+// at either edge of a block, or in the part after the last whole block, is
+// found and named by its key; values at the bound pass.
+TEST_P(EmbeddingStoreDurabilityTest,
+       GradientBoundHoldsAtEveryPositionOfABatch) {
+  OpenWithTables();
+  ReferenceTables reference(TableConfigs());
+  constexpr size_t kKeys = 20;  // "user" has dim 8: 160 values.
+  std::vector<FeatureId> keys(kKeys);
+  for (size_t k = 0; k < kKeys; ++k) keys[k] = 1000 + k;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float bad_values[] = {nan, -nan, inf, -inf, 1.0001e9f, -3e38f};
+  uint64_t sequence = 0;
+  for (size_t position : {size_t{0}, size_t{63}, size_t{64}, size_t{127},
+                          size_t{128}, size_t{159}}) {
+    for (float bad : bad_values) {
+      std::vector<float> gradients(kKeys * 8, 0.25f);
+      gradients[position] = bad;
+      const FeatureId named = keys[position / 8];
+      EXPECT_THAT(
+          Push({{"user", keys, gradients}}, PushId{"client", ++sequence}),
+          StatusIs(absl::StatusCode::kInvalidArgument,
+                   HasSubstr(absl::StrCat("key ", named, " "))))
+          << "value " << bad << " at " << position;
+    }
+  }
+  ExpectMatchesReference(reference);
+
+  std::vector<float> at_bound(kKeys * 8, -0.0f);
+  at_bound[0] = 1e9f;
+  at_bound[64] = -1e9f;
+  at_bound[159] = std::numeric_limits<float>::denorm_min();
+  const std::vector<Batch> push = {{"user", keys, at_bound}};
+  EXPECT_THAT(Push(push, PushId{"client", ++sequence}), IsOkAndHolds(false));
+  reference.Apply(push);
   ExpectMatchesReference(reference);
 }
 
