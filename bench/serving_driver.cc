@@ -170,6 +170,10 @@ absl::StatusOr<RunResult> RunFreshness(const BenchOptions& options) {
   absl::Mutex mu;
   std::deque<Probe> pending;  // Guarded by mu.
   std::atomic<bool> done{false};
+  // When the pushes ended; probes not visible at serving this long after it
+  // are counted as NOT_VISIBLE instead of being waited for forever.
+  std::atomic<int64_t> done_at_ns{0};
+  const auto kLastProbeWait = std::chrono::seconds(10);
   const SteadyClock::time_point start = SteadyClock::now();
   Window window(options, start);
   RunResult result;
@@ -180,6 +184,16 @@ absl::StatusOr<RunResult> RunFreshness(const BenchOptions& options) {
       {
         absl::MutexLock lock(&mu);
         if (done && pending.empty()) return;
+        if (done &&
+            SteadyClock::now().time_since_epoch() >
+                std::chrono::nanoseconds(done_at_ns.load()) + kLastProbeWait) {
+          for (size_t i = 0; i < pending.size(); ++i) {
+            result.AddError("NOT_VISIBLE",
+                            absl::StrCat("probe key ", pending[i].key,
+                                         " never reached serving"));
+          }
+          return;
+        }
         probes.assign(pending.begin(), pending.end());
       }
       if (probes.empty()) {
@@ -198,6 +212,7 @@ absl::StatusOr<RunResult> RunFreshness(const BenchOptions& options) {
       if (!status.ok()) {
         // The table reaches serving a moment after it is created.
         if (status.error_code() != grpc::StatusCode::NOT_FOUND) {
+          absl::MutexLock lock(&mu);
           result.AddError("LOOKUP", status.error_message());
         }
         continue;
@@ -226,23 +241,34 @@ absl::StatusOr<RunResult> RunFreshness(const BenchOptions& options) {
   const auto interval =
       std::chrono::nanoseconds(static_cast<int64_t>(1e9 / pushes_per_s));
   SteadyClock::time_point next = start;
-  const uint64_t probe_base = uint64_t{1} << 62;
+  // Probe keys are fresh in each run, so that a run on a table an earlier
+  // run used never waits for a row that is already past 1. Bits 24-61 hold
+  // a run id from the clock, bits 0-23 the probe's number.
+  const uint64_t run_id = static_cast<uint64_t>(
+      std::chrono::system_clock::now().time_since_epoch().count());
+  const uint64_t probe_base =
+      (uint64_t{1} << 62) | ((run_id & ((uint64_t{1} << 38) - 1)) << 24);
   std::vector<float> gradients;
   for (uint64_t i = 0; !window.Over(SteadyClock::now()); ++i) {
     std::this_thread::sleep_until(next);
     next += interval;
     std::vector<uint64_t> keys = batches[i % batches.size()];
-    keys.push_back(probe_base + i);
+    const uint64_t probe_key = probe_base + (i & ((uint64_t{1} << 24) - 1));
+    keys.push_back(probe_key);
     gradients.assign(keys.size() * options.dim, 0.0f);
     std::fill(gradients.end() - options.dim, gradients.end(), -1.0f);
     absl::Status pushed = (*client)->Push(options.table, keys, gradients);
     if (!pushed.ok()) {
+      absl::MutexLock lock(&mu);
       result.AddError("PUSH", std::string(pushed.message()));
       continue;
     }
     absl::MutexLock lock(&mu);
-    pending.push_back(Probe{probe_base + i, SteadyClock::now()});
+    pending.push_back(Probe{probe_key, SteadyClock::now()});
   }
+  done_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                   SteadyClock::now().time_since_epoch())
+                   .count();
   done = true;
   poller.join();
   result.seconds = options.duration_s;

@@ -303,3 +303,55 @@ def test_ab_run_pairs_two_builds_round_by_round():
     ratios = re.findall(r"(pull|push) round ([12]): ([0-9.]+), ([0-9.]+)",
                         done.stdout)
     assert len(ratios) == 4, done.stdout
+
+
+def _start_daemon(argv, port_file, log_path):
+    log = open(log_path, "w", encoding="utf-8")
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
+                               stdin=subprocess.DEVNULL)
+    log.close()
+    m.wait_until(lambda: port_file.exists() or process.poll() is not None, 30,
+                 f"{argv[0]} writing its port file")
+    assert process.poll() is None, log_path.read_text()
+    return process, f"127.0.0.1:{int(port_file.read_text())}"
+
+
+def test_freshness_runs_twice_against_one_serving_ps(tmp_path):
+    """A second freshness run on the table of a first one used to wait
+    forever: its probe keys were the first run's, whose rows were already
+    past the value it waits for. Each run now has its own probe keys, and
+    probes that never reach serving are counted after a bounded wait."""
+    bin_dir = m.bin_dir()
+    processes = []
+    try:
+        shard, shard_address = _start_daemon(
+            [str(bin_dir / "strata-server"), "--port=0",
+             f"--port_file={tmp_path}/shard.port",
+             f"--data_dir={tmp_path}/shard", "--durability=group",
+             "--log_level=warning"],
+            tmp_path / "shard.port", tmp_path / "shard.log")
+        processes.append(shard)
+        serving, serving_address = _start_daemon(
+            [str(bin_dir / "strata-serving"), "--port=0",
+             f"--port_file={tmp_path}/serving.port",
+             f"--shards={shard_address}", f"--data_dir={tmp_path}/serving",
+             "--log_level=warning"],
+            tmp_path / "serving.port", tmp_path / "serving.log")
+        processes.append(serving)
+        for run in (1, 2):
+            done = subprocess.run(
+                [str(bin_dir / "strata-bench"), "--mode=freshness",
+                 f"--shards={shard_address}", f"--serving={serving_address}",
+                 "--table=fresh", "--dim=8", "--num_keys=1000", "--batch=100",
+                 "--push_keys_per_s=5000", "--duration_s=1", "--warmup_s=0"],
+                capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr[-4000:]
+            summary = done.stdout.splitlines()[0]
+            probes = int(re.search(r"requests=(\d+)", summary).group(1))
+            # 50 pushes a second for a second, each with one probe.
+            assert probes >= 25, (run, summary)
+            assert "errors=0" in summary, (run, summary)
+    finally:
+        for process in processes:
+            process.kill()
+            process.wait()
