@@ -55,9 +55,18 @@ uint64_t ChangeLog::appended_sequence() const {
 uint64_t ChangeLog::Append(const Filler& fill) {
   auto record = std::make_shared<ChangeRecord>();
   absl::MutexLock lock(&mu_);
+  record->followed = followed_;
   fill(*record);
   record->sequence = ++appended_;
   if (!hold_until_published_) latest_ = appended_;
+  if (record->rows_left_out) {
+    // Nothing before this record can be replayed past it: drop it all, so
+    // that the kept records stay consecutive and a reader from before it
+    // gets OUT_OF_RANGE (and a snapshot).
+    bytes_ = 0;
+    records_.clear();
+    return appended_;
+  }
   record->acknowledged = clock_->Now();
   bytes_ += record->bytes();
   records_.push_back(std::move(record));
@@ -67,6 +76,11 @@ uint64_t ChangeLog::Append(const Filler& fill) {
     records_.pop_front();
   }
   return appended_;
+}
+
+void ChangeLog::NoteReader() const {
+  absl::MutexLock lock(&mu_);
+  followed_ = true;
 }
 
 void ChangeLog::Publish(uint64_t through) {

@@ -39,6 +39,15 @@ struct ChangeRecord {
   std::vector<DeletedRows> deleted;
   // Set for a table creation.
   std::unique_ptr<EmbeddingTableConfig> created_table;
+  // Set by the log before the record is filled: whether anything has read
+  // the log in this incarnation (ChangeLog::NoteReader). Until then no
+  // follower can need a push's rows, and filling them costs a second pass
+  // over every updated row.
+  bool followed = true;
+  // Set by a filler that left its rows out because the log was not
+  // followed. Such a record is not kept: a reader asking for changes from
+  // before it is told they are no longer kept, and starts from a snapshot.
+  bool rows_left_out = false;
 
   size_t bytes() const;
 };
@@ -71,6 +80,9 @@ class ChangeLog {
   uint64_t appended_sequence() const;
   // Numbers and stores a record; returns its sequence.
   uint64_t Append(const Filler& fill);
+  // Records that something reads the log (a change stream): from now on
+  // records are filled with their rows. Stays set for the log's life.
+  void NoteReader() const;
   // Makes the records up to `through` (at most the appended ones) visible.
   void Publish(uint64_t through);
   // Forgets every record and draws a new incarnation (the shard's state was
@@ -97,6 +109,7 @@ class ChangeLog {
   uint64_t latest_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t appended_ ABSL_GUARDED_BY(mu_) = 0;
   size_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
+  mutable bool followed_ ABSL_GUARDED_BY(mu_) = false;
   std::deque<std::shared_ptr<const ChangeRecord>> records_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -240,7 +240,8 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsConcurrently(
   // Pushes apply concurrently (stripe locks only); the record of each is
   // filled afterwards by reading its rows again under the log's lock, so
   // that of two pushes changing a row, the later record carries the later
-  // value. Only the keys updated (admitted) go into the record.
+  // value. Only the keys updated (admitted) go into the record, and none
+  // while nothing has read the log (ChangeRecord::followed).
   // Without admission every key is updated, and no visitor is needed.
   std::vector<std::vector<FeatureId>> updated(batches.size());
   for (size_t b = 0; b < batches.size(); ++b) {
@@ -263,6 +264,10 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsConcurrently(
                               ColdRowLoaderLocked(*tables[b], &load_error));
   }
   change_log_.Append([&](ChangeRecord& change) {
+    if (!change.followed) {
+      change.rows_left_out = true;
+      return;
+    }
     change.rows.resize(batches.size());
     for (size_t b = 0; b < batches.size(); ++b) {
       ChangedRows& rows = change.rows[b];

@@ -209,6 +209,8 @@ void Subscription::Produce() {
   const ChangeLog& log = options_.store->change_log();
   uint64_t sequence = 0;
   absl::Status status;
+  // Before the snapshot is taken: every record after it carries its rows.
+  log.NoteReader();
   incarnation_ = log.incarnation();
   const bool resume =
       request_.incarnation() == incarnation_ && request_.incarnation() != 0;

@@ -45,6 +45,44 @@ TEST(ChangeLogTest, NumbersRecordsFromOneAndReadsThemInOrder) {
   EXPECT_EQ(records[1]->rows[0].keys.size(), 3u);
 }
 
+// A filler as pushes fill records: rows only when the log is followed.
+ChangeLog::Filler RowsWhenFollowed(size_t rows, std::vector<bool>* followed) {
+  return [rows, followed](ChangeRecord& record) {
+    followed->push_back(record.followed);
+    if (!record.followed) {
+      record.rows_left_out = true;
+      return;
+    }
+    Rows(rows)(record);
+  };
+}
+
+TEST(ChangeLogTest, RecordsBeforeTheFirstReaderLeaveRowsOutAndAreNeverRead) {
+  ChangeLog log(1 << 20, Clock::Real());
+  std::vector<bool> followed;
+  EXPECT_EQ(log.Append(Rows(1)), 1u);  // A table creation, say: kept.
+  EXPECT_EQ(log.Append(RowsWhenFollowed(2, &followed)), 2u);
+  EXPECT_EQ(log.Append(RowsWhenFollowed(2, &followed)), 3u);
+  EXPECT_EQ(log.latest_sequence(), 3u);
+  std::vector<std::shared_ptr<const ChangeRecord>> records;
+  // Nothing before a record without rows can be replayed past it.
+  EXPECT_THAT(log.ReadAfter(0, 10, &records),
+              StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_THAT(log.ReadAfter(2, 10, &records),
+              StatusIs(absl::StatusCode::kOutOfRange));
+  EXPECT_TRUE(records.empty());
+
+  log.NoteReader();
+  EXPECT_EQ(log.Append(RowsWhenFollowed(2, &followed)), 4u);
+  EXPECT_EQ(log.Append(RowsWhenFollowed(3, &followed)), 5u);
+  EXPECT_EQ(followed, std::vector<bool>({false, false, true, true}));
+  // A reader that took a snapshot at 3 reads every later record, with rows.
+  ASSERT_THAT(log.ReadAfter(3, 10, &records), IsOk());
+  ASSERT_EQ(Sequences(records), std::vector<uint64_t>({4, 5}));
+  EXPECT_EQ(records[0]->rows.at(0).keys.size(), 2u);
+  EXPECT_EQ(records[1]->rows.at(0).keys.size(), 3u);
+}
+
 TEST(ChangeLogTest, ReadAfterHonoursTheRecordLimit) {
   ChangeLog log(1 << 20, Clock::Real());
   for (int i = 0; i < 10; ++i) log.Append(Rows(1));

@@ -44,11 +44,13 @@ class SubscribeTest : public ::testing::Test {
   virtual size_t ChangeLogBytes() const { return size_t{64} << 20; }
   // A subclass changes the service's limits.
   virtual void Configure(ShardServiceOptions&) const {}
+  virtual Durability StoreDurability() const { return Durability::kGroup; }
 
   void SetUp() override {
     EmbeddingStoreOptions store_options;
     store_options.data_dir = dir_.path() + "/data";
     store_options.change_log_bytes = ChangeLogBytes();
+    store_options.durability = StoreDurability();
     auto store = EmbeddingStore::Open(store_options);
     ASSERT_THAT(store.status(), IsOk());
     store_ = *std::move(store);
@@ -167,6 +169,46 @@ TEST_F(SubscribeTest, NewFollowerGetsASnapshotThenDeltasInOrder) {
   EXPECT_EQ(second.sequence(), snapshot_sequence + 2);
   ASSERT_EQ(second.rows_size(), 1);
   EXPECT_EQ(second.rows(0).table(), "b");
+}
+
+// Periodic pushes apply concurrently and fill their change records by
+// reading their rows again; until a stream first reads the log they leave
+// the rows out, and no follower may ever be sent such a record.
+class PeriodicSubscribeTest : public SubscribeTest {
+ protected:
+  Durability StoreDurability() const override { return Durability::kPeriodic; }
+};
+
+TEST_F(PeriodicSubscribeTest, PushesBeforeTheFirstFollowerReachItBySnapshot) {
+  Push("a", {1, 2}, 0.5f);
+  Push("a", {2}, 1.0f);
+  auto* reader = Subscribe(0, 0);
+  v1::ChangeBatch begin = Next(reader);
+  ASSERT_EQ(begin.kind(), v1::ChangeBatch::SNAPSHOT_BEGIN);
+  EXPECT_EQ(begin.sequence(), 4u);  // Two table creations and two pushes.
+  v1::ChangeBatch rows = Next(reader);
+  ASSERT_EQ(rows.kind(), v1::ChangeBatch::SNAPSHOT_ROWS);
+  ASSERT_EQ(rows.rows_size(), 1);
+  ASSERT_EQ(rows.rows(0).keys_size(), 2);
+  const bool one_first = rows.rows(0).keys(0) == 1;
+  EXPECT_THAT(rows.rows(0).values(),
+              one_first ? ElementsAre(-0.5f, -0.5f, -1.5f, -1.5f)
+                        : ElementsAre(-1.5f, -1.5f, -0.5f, -0.5f));
+  ASSERT_EQ(Next(reader).kind(), v1::ChangeBatch::SNAPSHOT_END);
+  Push("a", {1}, 2.0f);
+  v1::ChangeBatch delta = Next(reader);
+  ASSERT_EQ(delta.kind(), v1::ChangeBatch::DELTA);
+  EXPECT_EQ(delta.sequence(), 5u);
+  ASSERT_EQ(delta.rows_size(), 1);
+  EXPECT_THAT(delta.rows(0).keys(), ElementsAre(1u));
+  EXPECT_THAT(delta.rows(0).values(), ElementsAre(-2.5f, -2.5f));
+
+  // A follower of this incarnation asking for the records from before the
+  // first reader gets a snapshot instead of records without rows.
+  auto* resumed = Subscribe(begin.incarnation(), 1);
+  v1::ChangeBatch first = Next(resumed);
+  EXPECT_EQ(first.kind(), v1::ChangeBatch::SNAPSHOT_BEGIN);
+  EXPECT_EQ(first.sequence(), 5u);
 }
 
 // After a map gives half of the buckets to a shard 1 (as a reshard does
