@@ -11,6 +11,7 @@
 #include <atomic>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -169,10 +170,10 @@ absl::StatusOr<RunResult> RunFreshness(const BenchOptions& options) {
   };
   absl::Mutex mu;
   std::deque<Probe> pending;  // Guarded by mu.
-  std::atomic<bool> done{false};
-  // When the pushes ended; probes not visible at serving this long after it
-  // are counted as NOT_VISIBLE instead of being waited for forever.
-  std::atomic<int64_t> done_at_ns{0};
+  // When the pushes ended (guarded by mu); probes not visible at serving
+  // this long after it are counted as NOT_VISIBLE instead of being waited
+  // for forever.
+  std::optional<SteadyClock::time_point> pushes_ended;
   const auto kLastProbeWait = std::chrono::seconds(10);
   const SteadyClock::time_point start = SteadyClock::now();
   Window window(options, start);
@@ -183,10 +184,9 @@ absl::StatusOr<RunResult> RunFreshness(const BenchOptions& options) {
       std::vector<Probe> probes;
       {
         absl::MutexLock lock(&mu);
-        if (done && pending.empty()) return;
-        if (done &&
-            SteadyClock::now().time_since_epoch() >
-                std::chrono::nanoseconds(done_at_ns.load()) + kLastProbeWait) {
+        if (pushes_ended && pending.empty()) return;
+        if (pushes_ended &&
+            SteadyClock::now() > *pushes_ended + kLastProbeWait) {
           for (size_t i = 0; i < pending.size(); ++i) {
             result.AddError("NOT_VISIBLE",
                             absl::StrCat("probe key ", pending[i].key,
@@ -266,10 +266,10 @@ absl::StatusOr<RunResult> RunFreshness(const BenchOptions& options) {
     absl::MutexLock lock(&mu);
     pending.push_back(Probe{probe_key, SteadyClock::now()});
   }
-  done_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                   SteadyClock::now().time_since_epoch())
-                   .count();
-  done = true;
+  {
+    absl::MutexLock lock(&mu);
+    pushes_ended = SteadyClock::now();
+  }
   poller.join();
   result.seconds = options.duration_s;
   return result;
