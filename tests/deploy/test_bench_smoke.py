@@ -13,16 +13,23 @@ import pytest
 import k8s_manifests as m
 
 
+def run_bench_script(script, *build_dirs, env):
+    """Runs bench/SCRIPT on BUILD_DIRS with ENV and returns the finished
+    process; the test fails if the script does."""
+    done = subprocess.run(
+        ["bash", str(m.REPO / "bench" / script), *map(str, build_dirs)],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
+    return done
+
+
 def test_bench_matrix_runs_and_reports_cpu_per_million_keys(tmp_path):
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
     build = m.bin_dir().parent
     env = dict(os.environ, DURATION_S="0.5", WARMUP_S="0.2", NUM_KEYS="20000",
                DIM="16", OUT_DIR=str(tmp_path))
-    done = subprocess.run(["bash", str(m.REPO / "bench" / "run.sh"),
-                           str(build)], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench_script("run.sh", build, env=env)
     rows = [line for line in (tmp_path / "results.md").read_text().splitlines()
             if line.startswith("| `")]
     # load x2, pulls 2 encodings x 2 batches x 2 inflights, MGET x4, MSET x2,
@@ -48,10 +55,7 @@ def test_ceiling_run_measures_strata_and_both_transport_ceilings():
     build = m.bin_dir().parent
     env = dict(os.environ, ROUNDS="1", DURATION_S="0.3", WARMUP_S="0.1",
                NUM_KEYS="20000", DIM="16", SHAPES="1000x8 8192x1")
-    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_ceiling.sh"),
-                           str(build)], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench_script("run_ceiling.sh", build, env=env)
     rows = [line for line in done.stdout.splitlines()
             if re.match(r"\| 1 \| \d+x\d+ \|", line)]
     targets = {}
@@ -72,10 +76,7 @@ def test_overload_run_answers_at_ten_times_capacity_only_with_the_throttle():
     build = m.bin_dir().parent
     env = dict(os.environ, ROUNDS="1", DURATION_S="0.5", WARMUP_S="0.3",
                NUM_KEYS="5000", DIM="8")
-    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_overload.sh"),
-                           str(build)], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench_script("run_overload.sh", build, env=env)
     answered = {}
     for line in done.stdout.splitlines():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
@@ -91,10 +92,7 @@ def test_overload_run_answers_at_ten_times_capacity_only_with_the_throttle():
 def test_reshard_run_splits_and_merges_every_row():
     build = m.bin_dir().parent
     env = dict(os.environ, ROUNDS="1", NUM_KEYS="30000", DIM="8")
-    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_reshard.sh"),
-                           str(build)], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench_script("run_reshard.sh", build, env=env)
     rows = [line.split("|") for line in done.stdout.splitlines()
             if line.startswith("| 1 |")]
     # The script itself fails when a reshard moves another number of rows.
@@ -111,10 +109,7 @@ def test_online_reshard_run_reports_training_around_a_2_to_4_reshard():
     build = m.bin_dir().parent
     env = dict(os.environ, ROUNDS="1", NUM_KEYS="20000", ROWS="20000",
                EPOCHS="20", BEFORE_S="3")
-    done = subprocess.run(
-        ["bash", str(m.REPO / "bench" / "run_online_reshard.sh"), str(build)],
-        env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
+    done = run_bench_script("run_online_reshard.sh", build, env=env)
     rows = [line.split("|") for line in done.stdout.splitlines()
             if line.startswith("| 1 |")]
     assert len(rows) == 1, done.stdout
@@ -130,10 +125,7 @@ def test_online_reshard_run_reports_training_around_a_2_to_4_reshard():
 def test_replicated_move_run_pairs_replicated_and_plain_moves():
     build = m.bin_dir().parent
     env = dict(os.environ, ROUNDS="2", NUM_KEYS="20000")
-    done = subprocess.run(
-        ["bash", str(m.REPO / "bench" / "run_replicated_move.sh"), str(build)],
-        env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:] + done.stdout[-2000:]
+    done = run_bench_script("run_replicated_move.sh", build, env=env)
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in done.stdout.splitlines()
             if re.match(r"\| [12] \| (plain|replicated) \|", line)]
@@ -153,10 +145,7 @@ def test_wide_run_compares_the_wide_term_with_logistic_regression():
     build = m.bin_dir().parent
     env = dict(os.environ, ROUNDS="1", ROWS="20000", HOLDOUT_ROWS="4000",
                PYTHON=sys.executable)
-    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_wide.sh"),
-                           str(build)], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench_script("run_wide.sh", build, env=env)
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in done.stdout.splitlines() if line.startswith("| 1 |")]
     models = [row[1] for row in rows]
@@ -170,10 +159,7 @@ def test_wide_run_compares_the_wide_term_with_logistic_regression():
 def test_realistic_run_reports_both_ceilings_and_each_model():
     build = m.bin_dir().parent
     env = dict(os.environ, ROUNDS="1", ROWS="20000", HOLDOUT_ROWS="4000")
-    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_realistic.sh"),
-                           str(build)], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench_script("run_realistic.sh", build, env=env)
     assert "Bayes AUC 0." in done.stdout and "learnable AUC 0." in done.stdout
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in done.stdout.splitlines() if line.startswith("| 1 |")]
@@ -192,10 +178,7 @@ def test_keras_realistic_run_pairs_strata_and_keras_with_the_wide_term():
         pytest.skip("build/python-venv has no tensorflow (python/run_tests.sh "
                     "makes it)")
     env = dict(os.environ, SIZES="20000", ROUNDS="1", HOLDOUT_ROWS="4000")
-    done = subprocess.run(["bash", str(m.REPO / "bench" /
-                                       "run_keras_realistic.sh"), str(build)],
-                          env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench_script("run_keras_realistic.sh", build, env=env)
     assert "learnable AUC 0." in done.stdout, done.stdout
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in done.stdout.splitlines() if line.startswith("| 1 |")]
@@ -211,10 +194,7 @@ def test_keras_realistic_run_pairs_strata_and_keras_with_the_wide_term():
 def test_defaults_run_trains_both_ways_next_to_the_learnable_ceiling():
     build = m.bin_dir().parent
     env = dict(os.environ, SIZES="10000", ROUNDS="1")
-    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_defaults.sh"),
-                           str(build)], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench_script("run_defaults.sh", build, env=env)
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in done.stdout.splitlines()
             if line.startswith("| 10000 |")]
@@ -229,10 +209,7 @@ def test_defaults_run_trains_both_ways_next_to_the_learnable_ceiling():
 def test_mixed_dims_run_shrinks_the_tables_memory_with_a_narrow_tail():
     build = m.bin_dir().parent
     env = dict(os.environ, ROWS="20000", HOLDOUT_ROWS="4000", ROUNDS="1")
-    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_mixed_dims.sh"),
-                           str(build)], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench_script("run_mixed_dims.sh", build, env=env)
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in done.stdout.splitlines() if line.startswith("| 1 |")]
     assert [row[1] for row in rows] == ["uniform", "narrow (4)"], done.stdout
@@ -249,10 +226,7 @@ def test_mixed_dims_run_shrinks_the_tables_memory_with_a_narrow_tail():
 def test_worker_ab_run_pairs_float32_and_fp16_pulls():
     build = m.bin_dir().parent
     env = dict(os.environ, ROWS="20000", HOLDOUT_ROWS="4000", ROUNDS="2")
-    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_worker_ab.sh"),
-                           str(build)], env=env, capture_output=True,
-                          text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench_script("run_worker_ab.sh", build, env=env)
     assert "B: strata-worker --pull_fp16" in done.stdout, done.stdout
     rows = [[cell.strip() for cell in line.strip("|").split("|")]
             for line in done.stdout.splitlines()
@@ -273,10 +247,7 @@ def test_recovery_run_kills_and_restarts_each_build():
     build = m.bin_dir().parent
     env = dict(os.environ, ROUNDS="2", NUM_KEYS="5000", DIM="8",
                BATCH="1000", PUSH_S="0.5")
-    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_recovery.sh"),
-                           str(build), str(build)], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench_script("run_recovery.sh", build, build, env=env)
     rows = [line.split() for line in done.stdout.splitlines()
             if re.fullmatch(r"[12] [AB] [0-9]+ [0-9.]+ [0-9]+", line)]
     assert [row[:2] for row in rows] == [["1", "A"], ["1", "B"], ["2", "B"],
@@ -292,10 +263,7 @@ def test_ab_run_pairs_two_builds_round_by_round():
     build = m.bin_dir().parent
     env = dict(os.environ, ROUNDS="2", DURATION_S="0.3", NUM_KEYS="5000",
                DIM="8")
-    done = subprocess.run(["bash", str(m.REPO / "bench" / "run_ab.sh"),
-                           str(build), str(build)], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_bench_script("run_ab.sh", build, build, env=env)
     rows = [line.split() for line in done.stdout.splitlines()
             if re.fullmatch(r"[12] [AB] pu(ll|sh) [0-9.]+ [0-9.]+", line)]
     assert len(rows) == 8, done.stdout
