@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/hash.h"
+#include "common/prefetch.h"
 #include "embedding/internal/feature_admission.h"
 
 namespace strata {
@@ -79,7 +80,7 @@ void EmbeddingTable::Lookup(absl::Span<const FeatureId> keys, float* out,
     const float* found[kRing];  // The row of key j, or null, at j % kRing.
     for (uint32_t j = begin; j < std::min(end, begin + kIndexPrefetchAhead);
          ++j) {
-      stripe.index.prefetch(keys[order[j]]);
+      stripe.index.Prefetch(keys[order[j]]);
     }
     for (uint32_t j = begin; j < std::min(end, begin + kRing); ++j) {
       found[(j - begin) % kRing] =
@@ -87,7 +88,7 @@ void EmbeddingTable::Lookup(absl::Span<const FeatureId> keys, float* out,
     }
     for (uint32_t j = begin; j < end; ++j) {
       if (j + kIndexPrefetchAhead < end) {
-        stripe.index.prefetch(keys[order[j + kIndexPrefetchAhead]]);
+        stripe.index.Prefetch(keys[order[j + kIndexPrefetchAhead]]);
       }
       const float* row = found[(j - begin) % kRing];
       if (j + kRing < end) {
@@ -113,7 +114,7 @@ float* EmbeddingTable::NewSlot(Stripe& stripe, FeatureId key) {
   }
   if (const uint32_t rows = cap(); rows > 0) ReserveWithinBudget(stripe, rows);
   const size_t slot = stripe.rows.size() / row_width_;
-  stripe.index[key] = static_cast<uint32_t>(slot);
+  stripe.index.Set(key, static_cast<uint32_t>(slot));
   stripe.rows.resize(stripe.rows.size() + row_width_);
   if (tracks_slots_) stripe.keys.push_back(key);
   if (evicts_) stripe.stamps.emplace_back();
@@ -129,16 +130,16 @@ void EmbeddingTable::ReserveWithinBudget(Stripe& stripe, uint32_t rows) {
   // the machine's memory must cost only what the rows use.
   const size_t next = std::min<size_t>(rows, std::max<size_t>(2 * slots, 16));
   stripe.rows.reserve(next * row_width_);
-  stripe.index.reserve(IndexCapacityFor(static_cast<uint32_t>(next)));
+  stripe.index.Reserve(next);
   stripe.keys.reserve(next);
   stripe.referenced.reserve(next);
   if (evicts_) stripe.stamps.reserve(next);
 }
 
 float* EmbeddingTable::FindOrCreateRow(Stripe& stripe, FeatureId key) {
-  auto it = stripe.index.find(key);
-  if (it != stripe.index.end()) {
-    return stripe.rows.data() + size_t{it->second} * row_width_;
+  if (const uint32_t slot = stripe.index.Find(key);
+      slot != embedding_internal::RowIndex::kAbsent) {
+    return stripe.rows.data() + size_t{slot} * row_width_;
   }
   float* row = NewSlot(stripe, key);
   initializer_.Fill(key, config_.dim, row);
@@ -148,10 +149,10 @@ float* EmbeddingTable::FindOrCreateRow(Stripe& stripe, FeatureId key) {
 
 float* EmbeddingTable::FindOrAdmitRow(Stripe& stripe, FeatureId key,
                                       const RowLoader& loader) {
-  auto it = stripe.index.find(key);
-  if (it != stripe.index.end()) {
-    if (budgeted_) stripe.referenced[it->second] = kPinned;
-    return stripe.rows.data() + size_t{it->second} * row_width_;
+  if (const uint32_t slot = stripe.index.Find(key);
+      slot != embedding_internal::RowIndex::kAbsent) {
+    if (budgeted_) stripe.referenced[slot] = kPinned;
+    return stripe.rows.data() + size_t{slot} * row_width_;
   }
   if (loader) {
     bool failed = false;
@@ -173,14 +174,14 @@ void EmbeddingTable::PrefetchForUpdateAhead(const Stripe& stripe, size_t j,
   if (j == begin) {
     for (size_t k = begin; k < std::min(end, begin + kIndexPrefetchAhead);
          ++k) {
-      stripe.index.prefetch(key_at(k));
+      stripe.index.Prefetch(key_at(k));
     }
     for (size_t k = begin; k < std::min(end, begin + kRowPrefetchAhead); ++k) {
       FindAndPrefetchRow(stripe, key_at(k), /*for_update=*/true);
     }
   }
   if (j + kIndexPrefetchAhead < end) {
-    stripe.index.prefetch(key_at(j + kIndexPrefetchAhead));
+    stripe.index.Prefetch(key_at(j + kIndexPrefetchAhead));
   }
   if (j + kRowPrefetchAhead < end) {
     FindAndPrefetchRow(stripe, key_at(j + kRowPrefetchAhead),
@@ -233,21 +234,14 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
 const float* EmbeddingTable::FindAndPrefetchRow(const Stripe& stripe,
                                                 FeatureId key,
                                                 bool for_update) const {
-  auto it = stripe.index.find(key);
-  if (it == stripe.index.end()) return nullptr;
-  const float* row = stripe.rows.data() + size_t{it->second} * row_width_;
+  const uint32_t slot = stripe.index.Find(key);
+  if (slot == embedding_internal::RowIndex::kAbsent) return nullptr;
+  const float* row = stripe.rows.data() + size_t{slot} * row_width_;
   const char* bytes = reinterpret_cast<const char*>(row);
   constexpr size_t kCacheLine = 64;
-  if (for_update) {
-    for (size_t line = 0; line < row_width_ * sizeof(float);
-         line += kCacheLine) {
-      __builtin_prefetch(bytes + line, /*rw=*/1);
-    }
-  } else {
-    for (size_t line = 0; line < config_.dim * sizeof(float);
-         line += kCacheLine) {
-      __builtin_prefetch(bytes + line, /*rw=*/0);
-    }
+  const size_t floats = for_update ? row_width_ : config_.dim;
+  for (size_t line = 0; line < floats * sizeof(float); line += kCacheLine) {
+    PrefetchLine(bytes + line);
   }
   return row;
 }
@@ -256,9 +250,10 @@ void EmbeddingTable::UnpinLocked(Stripe& stripe,
                                  absl::Span<const FeatureId> keys,
                                  absl::Span<const uint32_t> positions) {
   for (uint32_t i : positions) {
-    auto it = stripe.index.find(keys[i]);
-    if (it != stripe.index.end() && stripe.referenced[it->second] == kPinned) {
-      stripe.referenced[it->second] = kReferenced;
+    const uint32_t slot = stripe.index.Find(keys[i]);
+    if (slot != embedding_internal::RowIndex::kAbsent &&
+        stripe.referenced[slot] == kPinned) {
+      stripe.referenced[slot] = kReferenced;
     }
   }
 }
@@ -268,7 +263,7 @@ void EmbeddingTable::PutRow(FeatureId key, const float* value,
   Stripe& stripe = stripes_[StripeOf(key)];
   absl::MutexLock lock(&stripe.mu);
   if (const uint32_t rows = cap();
-      rows > 0 && !stripe.index.contains(key) && stripe.index.size() >= rows) {
+      rows > 0 && !stripe.index.Contains(key) && stripe.index.size() >= rows) {
     cold_rows_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
@@ -300,7 +295,7 @@ void EmbeddingTable::TakeDirtyRows(const RowVisitor& visitor) {
     for (size_t j = 0; j < keys.size(); ++j) {
       PrefetchForUpdateAhead(stripe, j, 0, keys.size(), key_at);
       const float* row =
-          stripe.rows.data() + size_t{stripe.index.at(keys[j])} * row_width_;
+          stripe.rows.data() + size_t{stripe.index.Find(keys[j])} * row_width_;
       visitor(keys[j], row, row + config_.dim);
     }
   }
@@ -319,7 +314,7 @@ void EmbeddingTable::MarkDirty(absl::Span<const FeatureId> keys) {
   for (FeatureId key : keys) {
     Stripe& stripe = stripes_[StripeOf(key)];
     absl::MutexLock lock(&stripe.mu);
-    if (stripe.index.contains(key)) stripe.dirty.insert(key);
+    if (stripe.index.Contains(key)) stripe.dirty.insert(key);
   }
 }
 
@@ -393,8 +388,9 @@ void EmbeddingTable::EvictRows(
   absl::MutexLock lock(&stripe.mu);
   for (FeatureId key : candidates) {
     // A push may have updated (or a sweep deleted) the row since the scan.
-    auto it = stripe.index.find(key);
-    if (it == stripe.index.end() || !Evictable(stripe, it->second, now)) {
+    const uint32_t slot = stripe.index.Find(key);
+    if (slot == embedding_internal::RowIndex::kAbsent ||
+        !Evictable(stripe, slot, now)) {
       continue;
     }
     DeleteRow(stripe, key);
@@ -404,8 +400,7 @@ void EmbeddingTable::EvictRows(
 }
 
 void EmbeddingTable::DeleteRow(Stripe& stripe, FeatureId key) {
-  auto it = stripe.index.find(key);
-  const uint32_t slot = it->second;
+  const uint32_t slot = stripe.index.Find(key);
   const uint32_t last = static_cast<uint32_t>(stripe.keys.size() - 1);
   if (slot != last) {
     // Rows stay contiguous: the last one moves into the hole.
@@ -413,12 +408,12 @@ void EmbeddingTable::DeleteRow(Stripe& stripe, FeatureId key) {
                 stripe.rows.data() + size_t{last} * row_width_,
                 row_width_ * sizeof(float));
     const FeatureId moved = stripe.keys[last];
-    stripe.index[moved] = slot;
+    stripe.index.Set(moved, slot);
     stripe.keys[slot] = moved;
     if (evicts_) stripe.stamps[slot] = stripe.stamps[last];
     if (budgeted_) stripe.referenced[slot] = stripe.referenced[last];
   }
-  stripe.index.erase(key);
+  stripe.index.Erase(key);
   stripe.dirty.erase(key);
   stripe.rows.resize(stripe.rows.size() - row_width_);
   stripe.keys.pop_back();
@@ -446,9 +441,8 @@ uint64_t EmbeddingTable::memory_bytes() const {
     const Stripe& stripe = stripes_[s];
     absl::ReaderMutexLock lock(&stripe.mu);
     bytes += stripe.rows.capacity() * sizeof(float);
-    // A flat_hash_map slot holds the pair plus one control byte.
     bytes +=
-        stripe.index.capacity() * (sizeof(std::pair<FeatureId, uint32_t>) + 1);
+        stripe.index.capacity() * sizeof(embedding_internal::RowIndex::Entry);
     bytes += stripe.dirty.capacity() * (sizeof(FeatureId) + 1);
     bytes += stripe.keys.capacity() * sizeof(FeatureId) +
              stripe.stamps.capacity() * sizeof(RowStamp) +

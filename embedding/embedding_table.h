@@ -7,7 +7,6 @@
 #include <memory>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
@@ -16,6 +15,7 @@
 #include "common/clock.h"
 #include "common/huge_page_allocator.h"
 #include "embedding/initializer.h"
+#include "embedding/internal/row_index.h"
 #include "embedding/optimizer.h"
 #include "embedding/table_config.h"
 
@@ -201,7 +201,7 @@ class EmbeddingTable {
   struct Stripe {
     mutable absl::Mutex mu;
     // Key -> offset of the row in `rows` (in units of row_width_).
-    absl::flat_hash_map<FeatureId, uint32_t> index ABSL_GUARDED_BY(mu);
+    embedding_internal::RowIndex index ABSL_GUARDED_BY(mu);
     std::vector<float, HugePageAllocator<float>> rows ABSL_GUARDED_BY(mu);
     absl::flat_hash_set<FeatureId> dirty ABSL_GUARDED_BY(mu);
     // Per slot, only when the table evicts: the key (so that a deleted
@@ -235,8 +235,6 @@ class EmbeddingTable {
   uint32_t cap() const {
     return stripe_row_cap_.load(std::memory_order_relaxed);
   }
-  // What to reserve in a stripe's index for `rows` rows.
-  static size_t IndexCapacityFor(uint32_t rows);
   // Grows the stripe's containers for one more row, up to `rows` (the
   // budget's rows per stripe).
   void ReserveWithinBudget(Stripe& stripe, uint32_t rows)

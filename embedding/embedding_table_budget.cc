@@ -22,29 +22,17 @@ void SetCapacity(std::vector<T, Allocator>& v, size_t capacity) {
   v.swap(resized);
 }
 
-// The capacity absl gives a flat_hash_map reserved for `n` elements: the
-// smallest 2^k - 1 that holds n at a load of at most 7/8.
-size_t FlatHashCapacity(size_t n) {
-  const size_t wanted = n + (n - 1) / 7;
-  size_t capacity = 1;
-  while (capacity < wanted) capacity = capacity * 2 + 1;
-  return capacity;
-}
-
 }  // namespace
 
 uint32_t EmbeddingTable::StripeRowCap(uint64_t bytes) const {
   if (bytes == 0) return 0;
   // What a full stripe holds, as memory_bytes() counts it: the rows, their
-  // keys, reference bits and eviction stamps, and the index (a 16-byte slot
-  // and a control byte per entry of its capacity).
+  // keys, reference bits and eviction stamps, and the index.
   auto stripe_bytes = [this](uint64_t rows) {
     const uint64_t per_row = uint64_t{row_width_} * sizeof(float) +
                              sizeof(FeatureId) + 1 +
                              (evicts_ ? sizeof(RowStamp) : 0);
-    const uint64_t index =
-        FlatHashCapacity(IndexCapacityFor(static_cast<uint32_t>(rows))) *
-        (sizeof(std::pair<FeatureId, uint32_t>) + 1);
+    const uint64_t index = embedding_internal::RowIndex::BytesFor(rows);
     return rows * per_row + index;
   };
   const uint64_t budget = bytes / kNumStripes;
@@ -100,12 +88,6 @@ void EmbeddingTable::ShrinkTo(Stripe& stripe, uint32_t rows) {
   }
 }
 
-size_t EmbeddingTable::IndexCapacityFor(uint32_t rows) {
-  // absl's table rehashes in place while at most 25/32 full and grows past
-  // that: reserving for rows * 32/25 keeps a full stripe from growing it.
-  return size_t{rows} * 32 / 25 + 1;
-}
-
 void EmbeddingTable::SetMemoryBudget(uint64_t bytes) {
   if (!budgeted_ || config_.memory_budget_bytes > 0) return;
   stripe_row_cap_.store(StripeRowCap(bytes), std::memory_order_relaxed);
@@ -131,10 +113,7 @@ void EmbeddingTable::ShrinkToBudget() {
     SetCapacity(stripe.keys, cap_rows);
     SetCapacity(stripe.referenced, cap_rows);
     if (evicts_) SetCapacity(stripe.stamps, cap_rows);
-    absl::flat_hash_map<FeatureId, uint32_t> index;
-    index.reserve(IndexCapacityFor(cap_rows));
-    index.insert(stripe.index.begin(), stripe.index.end());
-    stripe.index.swap(index);
+    stripe.index.ShrinkTo(cap_rows);
   }
 }
 

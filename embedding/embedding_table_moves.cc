@@ -7,7 +7,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "embedding/embedding_table.h"
 
@@ -31,9 +30,9 @@ std::vector<FeatureId> EmbeddingTable::SelectKeysOfStripe(
 bool EmbeddingTable::ReadRow(FeatureId key, float* value, float* state) const {
   const Stripe& stripe = stripes_[StripeOf(key)];
   absl::ReaderMutexLock lock(&stripe.mu);
-  auto it = stripe.index.find(key);
-  if (it == stripe.index.end()) return false;
-  const float* row = stripe.rows.data() + size_t{it->second} * row_width_;
+  const uint32_t slot = stripe.index.Find(key);
+  if (slot == embedding_internal::RowIndex::kAbsent) return false;
+  const float* row = stripe.rows.data() + size_t{slot} * row_width_;
   std::memcpy(value, row, config_.dim * sizeof(float));
   if (state_dim() > 0) {
     std::memcpy(state, row + config_.dim, state_dim() * sizeof(float));
@@ -52,7 +51,7 @@ uint64_t EmbeddingTable::RemoveRows(absl::Span<const FeatureId> keys) {
     if (tracks_slots_) {
       // The slots know their keys: each row leaves in constant time.
       for (FeatureId key : by_stripe[s]) {
-        if (!stripe.index.contains(key)) continue;
+        if (!stripe.index.Contains(key)) continue;
         DeleteRow(stripe, key);
         ++removed;
       }
@@ -66,9 +65,9 @@ uint64_t EmbeddingTable::RemoveRows(absl::Span<const FeatureId> keys) {
 uint64_t EmbeddingTable::CompactWithout(Stripe& stripe,
                                         absl::Span<const FeatureId> keys) {
   const absl::flat_hash_set<FeatureId> gone(keys.begin(), keys.end());
-  absl::flat_hash_map<FeatureId, uint32_t> index;
+  embedding_internal::RowIndex index;
   decltype(stripe.rows) rows;
-  index.reserve(stripe.index.size());
+  index.Reserve(stripe.index.size());
   rows.reserve(stripe.rows.size());
   uint64_t removed = 0;
   for (const auto& [key, slot] : stripe.index) {
@@ -78,7 +77,7 @@ uint64_t EmbeddingTable::CompactWithout(Stripe& stripe,
       continue;
     }
     const float* row = stripe.rows.data() + size_t{slot} * row_width_;
-    index[key] = static_cast<uint32_t>(rows.size() / row_width_);
+    index.Set(key, static_cast<uint32_t>(rows.size() / row_width_));
     rows.insert(rows.end(), row, row + row_width_);
   }
   if (removed == 0) return 0;

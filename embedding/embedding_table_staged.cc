@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "embedding/embedding_table.h"
 #include "embedding/internal/feature_admission.h"
@@ -52,9 +53,9 @@ absl::Status EmbeddingTable::StageGradients(absl::Span<const FeatureId> keys,
         staged->rows.resize(staged->rows.size() + row_width_);
         float* row = staged->rows.data() + staged->rows.size() - row_width_;
         bool created = false;
-        if (auto found = stripe.index.find(key); found != stripe.index.end()) {
-          std::memcpy(row,
-                      stripe.rows.data() + size_t{found->second} * row_width_,
+        if (const uint32_t slot = stripe.index.Find(key);
+            slot != embedding_internal::RowIndex::kAbsent) {
+          std::memcpy(row, stripe.rows.data() + size_t{slot} * row_width_,
                       row_width_ * sizeof(float));
         } else {
           optimizer_->InitState(row + dim);
@@ -107,8 +108,9 @@ void EmbeddingTable::CommitStaged(const StagedRows& staged) {
          ++k) {
       const FeatureId key = staged.keys[k];
       float* row;
-      if (auto found = stripe.index.find(key); found != stripe.index.end()) {
-        row = stripe.rows.data() + size_t{found->second} * row_width_;
+      if (const uint32_t slot = stripe.index.Find(key);
+          slot != embedding_internal::RowIndex::kAbsent) {
+        row = stripe.rows.data() + size_t{slot} * row_width_;
       } else {
         row = NewSlot(stripe, key);
         // A row not new is on disk only: loaded by the staging, or moved

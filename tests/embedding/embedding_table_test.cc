@@ -342,5 +342,33 @@ TEST(EmbeddingTableTest, MemoryGrowsWithRows) {
   EXPECT_GE(table.memory_bytes(), empty + 10000 * 16 * sizeof(float));
 }
 
+// Enough rows that every stripe's index grows several times, then pushes
+// and pulls of random existing keys: each finds its row (none is created
+// again) and sees every update.
+TEST(EmbeddingTableTest, ManyRowsAreEachFoundAfterTheIndexGrows) {
+  EmbeddingTable table(CountingConfig(/*dim=*/1), 1);
+  constexpr uint64_t kRows = 200000;
+  std::vector<FeatureId> keys(kRows);
+  for (uint64_t k = 0; k < kRows; ++k) keys[k] = k * 0x9E3779B9u;
+  std::vector<float> gradients(kRows, -1.0f);
+  table.ApplyGradients(keys, gradients.data(), false, nullptr);
+  ASSERT_EQ(table.rows_in_memory(), kRows);
+  std::mt19937_64 random(7);
+  std::vector<FeatureId> batch(8192);
+  std::map<FeatureId, float> expected;
+  for (FeatureId key : keys) expected[key] = 1.0f;
+  for (int round = 0; round < 10; ++round) {
+    for (FeatureId& key : batch) key = keys[random() % kRows];
+    const std::vector<float> ones(batch.size(), -1.0f);
+    table.ApplyGradients(batch, ones.data(), false, nullptr);
+    for (FeatureId key : batch) expected[key] += 1.0f;
+  }
+  EXPECT_EQ(table.rows_in_memory(), kRows);
+  const std::vector<float> values = Lookup(table, keys);
+  for (uint64_t k = 0; k < kRows; ++k) {
+    ASSERT_EQ(values[k], expected[keys[k]]) << "key " << keys[k];
+  }
+}
+
 }  // namespace
 }  // namespace strata

@@ -146,7 +146,7 @@ TEST_P(RowTransferTest, MovedRowsKeepTheirOptimizerStateAndSkipTheStream) {
   ASSERT_NE(target_, nullptr);
   // With a budget, about a third of the rows stay on disk only.
   const std::vector<FeatureId> keys =
-      Keys(GetParam().memory_budget_bytes > 0 ? 20000 : 600);
+      Keys(GetParam().memory_budget_bytes > 0 ? 24000 : 600);
   Push(*source_, keys, 1.0f);
   Push(*source_, keys, -0.5f);
   if (GetParam().memory_budget_bytes > 0) {

@@ -1,0 +1,144 @@
+#ifndef STRATA_EMBEDDING_INTERNAL_ROW_INDEX_H_
+#define STRATA_EMBEDDING_INTERNAL_ROW_INDEX_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+
+#include "common/hash.h"
+#include "common/prefetch.h"
+#include "embedding/table_config.h"
+
+namespace strata {
+namespace embedding_internal {
+
+// Maps the keys of one stripe of an EmbeddingTable to their row slots.
+//
+// Open addressing with linear probing over 16-byte entries (key, slot), four
+// to a 64-byte cache line, at most 7/10 full; an entry is deleted by shifting
+// the entries after it back (no tombstones). Why not absl::flat_hash_map: a
+// lookup of a large table misses the cache twice there, once in the control
+// bytes and once in the slot, which can be up to four lines past the one
+// `prefetch` fetches. Here a key is almost always in the line of its home
+// entry or the next, so Prefetch brings in what Find will read.
+//
+// Not thread-safe: the stripe's lock guards it (Find and Prefetch only read).
+class RowIndex {
+ public:
+  static constexpr uint32_t kAbsent = UINT32_MAX;
+
+  struct Entry {
+    FeatureId key;
+    uint32_t slot;  // kAbsent: the entry is empty.
+  };
+
+  RowIndex() = default;
+  RowIndex(const RowIndex&) = delete;
+  RowIndex& operator=(const RowIndex&) = delete;
+  RowIndex(RowIndex&& other) noexcept;
+  RowIndex& operator=(RowIndex&& other) noexcept;
+
+  size_t size() const { return size_; }
+  // Entries allocated (each sizeof(Entry) bytes).
+  size_t capacity() const { return mask_ == 0 ? 0 : mask_ + 1; }
+
+  // The slot of `key`, or kAbsent.
+  uint32_t Find(FeatureId key) const {
+    if (size_ == 0) return kAbsent;
+    for (size_t i = Home(key);; i = (i + 1) & mask_) {
+      const Entry& entry = entries_.get()[i];
+      if (entry.slot == kAbsent) return kAbsent;
+      if (entry.key == key) return entry.slot;
+    }
+  }
+  bool Contains(FeatureId key) const { return Find(key) != kAbsent; }
+  // Hints the CPU to fetch the lines a Find of `key` reads.
+  void Prefetch(FeatureId key) const {
+    if (size_ == 0) return;
+    const size_t home = Home(key);
+    const Entry* entries = entries_.get();
+    PrefetchLine(entries + home);
+    // A key past the middle of its home line spills into the next one
+    // often enough at 7/10 full to be worth a second hint.
+    if ((home & (kEntriesPerLine - 1)) >= kEntriesPerLine / 2) {
+      PrefetchLine(entries + ((home + kEntriesPerLine) & mask_));
+    }
+  }
+
+  // Maps `key` to `slot` (< kAbsent), replacing its slot if it has one.
+  void Set(FeatureId key, uint32_t slot);
+  // Removes `key`; false when it was not there.
+  bool Erase(FeatureId key);
+  // Makes room for `count` keys in all, so that adding them allocates
+  // nothing more.
+  void Reserve(size_t count);
+  // Reallocates to what `count` keys (at least size()) need, giving back
+  // what growth past that took.
+  void ShrinkTo(size_t count);
+
+  // Iterates over the entries holding keys, in no particular order:
+  // for (const auto& [key, slot] : index).
+  class ConstIterator {
+   public:
+    ConstIterator(const Entry* at, const Entry* end) : at_(at), end_(end) {
+      SkipEmpty();
+    }
+    const Entry& operator*() const { return *at_; }
+    ConstIterator& operator++() {
+      ++at_;
+      SkipEmpty();
+      return *this;
+    }
+    bool operator==(const ConstIterator& other) const {
+      return at_ == other.at_;
+    }
+    bool operator!=(const ConstIterator& other) const {
+      return at_ != other.at_;
+    }
+
+   private:
+    void SkipEmpty() {
+      while (at_ != end_ && at_->slot == kAbsent) ++at_;
+    }
+    const Entry* at_;
+    const Entry* end_;
+  };
+  ConstIterator begin() const {
+    return ConstIterator(entries_.get(), entries_.get() + capacity());
+  }
+  ConstIterator end() const {
+    return ConstIterator(entries_.get() + capacity(),
+                         entries_.get() + capacity());
+  }
+
+  // The bytes an index reserved for `count` keys holds.
+  static size_t BytesFor(size_t count) {
+    return CapacityFor(count) * sizeof(Entry);
+  }
+
+ private:
+  static constexpr size_t kEntriesPerLine = 64 / sizeof(Entry);
+  struct FreeEntries {
+    void operator()(Entry* entries) const { std::free(entries); }
+  };
+
+  // The smallest power of two (at least one cache line) that holds `count`
+  // keys at most 7/10 full; 0 for none.
+  static size_t CapacityFor(size_t count);
+  size_t Home(FeatureId key) const {
+    // The stripe is chosen by Mix64's top bits; the home by its low ones.
+    return static_cast<size_t>(Mix64(key)) & mask_;
+  }
+  // Reallocates to `capacity` entries (a power of two) and reinserts.
+  void Rehash(size_t capacity);
+
+  std::unique_ptr<Entry, FreeEntries> entries_;
+  size_t mask_ = 0;  // capacity() - 1, or 0 with nothing allocated.
+  size_t size_ = 0;
+};
+
+}  // namespace embedding_internal
+}  // namespace strata
+
+#endif  // STRATA_EMBEDDING_INTERNAL_ROW_INDEX_H_
