@@ -31,28 +31,16 @@ void RowIndex::Set(FeatureId key, uint32_t slot) {
   if ((size_ + 1) * 10 > capacity() * 7) {
     Rehash(std::max(CapacityFor(size_ + 1), 2 * capacity()));
   }
-  for (size_t i = Home(key);; i = (i + 1) & mask_) {
-    Entry& entry = entries_.get()[i];
-    if (entry.slot == kAbsent) {
-      entry = Entry{key, slot};
-      ++size_;
-      return;
-    }
-    if (entry.key == key) {
-      entry.slot = slot;
-      return;
-    }
-  }
+  Entry& entry = entries_.get()[PositionOf(key)];
+  if (entry.slot == kAbsent) ++size_;
+  entry = Entry{key, slot};
 }
 
 bool RowIndex::Erase(FeatureId key) {
   if (size_ == 0) return false;
   Entry* entries = entries_.get();
-  size_t hole = Home(key);
-  while (entries[hole].key != key || entries[hole].slot == kAbsent) {
-    if (entries[hole].slot == kAbsent) return false;
-    hole = (hole + 1) & mask_;
-  }
+  size_t hole = PositionOf(key);
+  if (entries[hole].slot == kAbsent) return false;
   // Every entry after the hole up to the next empty one was placed by
   // probing from its home; one whose home is not in (hole, next] would be
   // cut off from it by the hole, so it moves into the hole, which moves on.

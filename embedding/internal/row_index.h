@@ -46,11 +46,8 @@ class RowIndex {
   // The slot of `key`, or kAbsent.
   uint32_t Find(FeatureId key) const {
     if (size_ == 0) return kAbsent;
-    for (size_t i = Home(key);; i = (i + 1) & mask_) {
-      const Entry& entry = entries_.get()[i];
-      if (entry.slot == kAbsent) return kAbsent;
-      if (entry.key == key) return entry.slot;
-    }
+    // The entry that ends the probe is empty (slot kAbsent) or `key`'s.
+    return entries_.get()[PositionOf(key)].slot;
   }
   bool Contains(FeatureId key) const { return Find(key) != kAbsent; }
   // Hints the CPU to fetch the lines a Find of `key` reads.
@@ -129,6 +126,16 @@ class RowIndex {
   size_t Home(FeatureId key) const {
     // The stripe is chosen by Mix64's top bits; the home by its low ones.
     return static_cast<size_t>(Mix64(key)) & mask_;
+  }
+  // The position of `key`'s entry, or of the empty entry its probe ends at
+  // (where it would go). REQUIRES: capacity() > 0.
+  size_t PositionOf(FeatureId key) const {
+    const Entry* entries = entries_.get();
+    size_t i = Home(key);
+    while (entries[i].slot != kAbsent && entries[i].key != key) {
+      i = (i + 1) & mask_;
+    }
+    return i;
   }
   // Reallocates to `capacity` entries (a power of two) and reinserts.
   void Rehash(size_t capacity);
