@@ -89,8 +89,8 @@ absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
     while (queue.Next(&tag, &ok)) {
       std::unique_ptr<LookupCall> call(static_cast<LookupCall*>(tag));
       if (throttle != nullptr) {
-        throttle->Record(call->status.error_code() !=
-                         grpc::StatusCode::RESOURCE_EXHAUSTED);
+        throttle->Record(AcceptedByServer(
+            static_cast<absl::StatusCode>(call->status.error_code())));
       }
       if (call->status.ok() &&
           call->response.Length() < call->keys * options.dim * sizeof(float)) {

@@ -52,6 +52,11 @@ void AdaptiveThrottle::Record(bool accepted) {
   ++Current(clock_->Now()).accepts;
 }
 
+bool AcceptedByServer(absl::StatusCode code) {
+  return code != absl::StatusCode::kResourceExhausted &&
+         code != absl::StatusCode::kDeadlineExceeded;
+}
+
 double AdaptiveThrottle::RefusalProbability() {
   absl::MutexLock lock(&mu_);
   return Probability(clock_->Now());

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 
+#include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -23,7 +24,8 @@ namespace strata {
 // Example:
 //   if (!throttle.Allow()) return absl::ResourceExhaustedError(...);
 //   grpc::Status s = stub->Lookup(...);
-//   throttle.Record(s.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED);
+//   throttle.Record(AcceptedByServer(
+//       static_cast<absl::StatusCode>(s.error_code())));
 class AdaptiveThrottle {
  public:
   struct Options {
@@ -41,7 +43,7 @@ class AdaptiveThrottle {
   // Whether to send the next request. Counts it as a request either way.
   bool Allow();
   // Records the server's answer to a request that Allow() let through:
-  // `accepted` unless the server refused it for overload.
+  // `accepted` as AcceptedByServer tells.
   void Record(bool accepted);
   // The probability of the next local refusal.
   double RefusalProbability();
@@ -64,6 +66,14 @@ class AdaptiveThrottle {
   std::array<Bucket, kBuckets> buckets_ ABSL_GUARDED_BY(mu_);
   uint64_t random_state_ ABSL_GUARDED_BY(mu_);
 };
+
+// Whether an answer with `code` counts as accepted for AdaptiveThrottle:
+// all but RESOURCE_EXHAUSTED (refused for overload) and DEADLINE_EXCEEDED.
+// An overloaded server's transport falls behind before its queue refuses
+// anything, and calls then wait unseen until their deadline passes; counted
+// as accepted, they would keep the throttle open while the server drowns
+// (Envoy's admission control counts both as failures for the same reason).
+bool AcceptedByServer(absl::StatusCode code);
 
 }  // namespace strata
 

@@ -67,8 +67,8 @@ absl::Status ServingClientImpl::WithRetries(
       AddBearerToken(options_.auth_token, context);
       status = call(*stubs_[replica], context);
       if (throttle_ != nullptr) {
-        throttle_->Record(status.error_code() !=
-                          grpc::StatusCode::RESOURCE_EXHAUSTED);
+        throttle_->Record(AcceptedByServer(
+            static_cast<absl::StatusCode>(status.error_code())));
       }
     }
     if (status.ok()) return absl::OkStatus();

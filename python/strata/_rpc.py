@@ -24,6 +24,11 @@ _CHANNEL_OPTIONS = [
 # What a replica of a replicated shard that is not its primary answers
 # (FAILED_PRECONDITION): "...; the primary is host:port (replica r1, ...)".
 _PRIMARY_REDIRECT = "; the primary is "
+# Answers the throttle counts as not accepted (common/adaptive_throttle.h's
+# AcceptedByServer): a refusal for overload, and a call whose deadline
+# passed, which is what an overloaded server's backlog looks like.
+_NOT_ACCEPTED = (grpc.StatusCode.RESOURCE_EXHAUSTED,
+                 grpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def redirected_primary(details):
@@ -158,8 +163,7 @@ class EndpointPool:
                 code = e.code()
                 if self._throttle is not None and not isinstance(
                         e, _ThrottledLocally):
-                    self._throttle.record(
-                        code != grpc.StatusCode.RESOURCE_EXHAUSTED)
+                    self._throttle.record(code not in _NOT_ACCEPTED)
                 primary = (redirected_primary(e.details())
                            if code == grpc.StatusCode.FAILED_PRECONDITION
                            else None)

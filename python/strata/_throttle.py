@@ -57,7 +57,7 @@ class AdaptiveThrottle:
 
     def record(self, accepted):
         """The server's answer to a call allow() let through: `accepted`
-        unless it refused the call for overload."""
+        unless it refused the call for overload or its deadline passed."""
         if accepted:
             with self._lock:
                 self._current()[2] += 1

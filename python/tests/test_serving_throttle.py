@@ -74,9 +74,15 @@ def test_bad_settings_are_refused():
 class RefusingServing(strata_pb2_grpc.ServingServiceServicer):
     def __init__(self):
         self.calls = 0
+        self.past_deadline = False
 
     def Lookup(self, request, context):
         self.calls += 1
+        if self.past_deadline:
+            # What a server whose transport fell behind its callers looks
+            # like to them.
+            context.abort(grpc.StatusCode.DEADLINE_EXCEEDED,
+                          "Deadline Exceeded")
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
                       "overloaded: 4 lookups wait already")
 
@@ -115,3 +121,25 @@ def test_the_throttle_keeps_most_retries_off_the_server(refusing_server):
     # 20 lookups retried for 50 ms each make hundreds of attempts; nearly
     # all of them are refused by the client once the server refuses.
     assert 0 < calls < 60, calls
+
+
+def test_answers_past_their_deadline_also_close_the_throttle(
+        refusing_server):
+    servicer, address = refusing_server
+    servicer.past_deadline = True
+    late = throttled = 0
+    with strata.ServingClient(address, timeout=0.05, initial_backoff=0.001,
+                              max_backoff=0.002, throttle_k=2.0) as client:
+        for _ in range(200):
+            try:
+                client.lookup("t", [1, 2, 3])
+            except strata.errors.StrataError as e:
+                if "throttled by the client" in str(e):
+                    throttled += 1
+                else:
+                    late += 1
+    # Every call fails; after the first few the client keeps most of them
+    # off the server.
+    assert late + throttled == 200
+    assert 0 < servicer.calls < 40, servicer.calls
+    assert throttled >= 160, throttled

@@ -1,6 +1,7 @@
 // ServingClient against an in-process gRPC server (a fake service at the
 // gRPC seam) that refuses every call for overload, as an overloaded
-// strata-serving does.
+// strata-serving does, or answers each past its deadline, as one whose
+// transport has fallen behind does.
 
 #include "client/serving_client.h"
 
@@ -22,10 +23,15 @@ class RefusingServing final : public v1::ServingService::Service {
   grpc::Status Lookup(grpc::ServerContext*, const v1::LookupRequest*,
                       v1::LookupResponse*) override {
     ++calls;
+    if (past_deadline) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED,
+                          "Deadline Exceeded");
+    }
     return grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED,
                         "overloaded: 4 lookups wait already");
   }
   std::atomic<int> calls{0};
+  std::atomic<bool> past_deadline{false};
 };
 
 class ServingClientThrottleTest : public ::testing::Test {
@@ -43,7 +49,9 @@ class ServingClientThrottleTest : public ::testing::Test {
   void TearDown() override { server_->Shutdown(); }
 
   // `lookups` calls of one attempt each; returns their errors' messages.
-  std::vector<std::string> LookUp(double throttle_k, int lookups) {
+  std::vector<std::string> LookUp(
+      double throttle_k, int lookups,
+      absl::StatusCode expected = absl::StatusCode::kResourceExhausted) {
     ServingClientOptions options;
     options.endpoints = {address_};
     options.throttle_k = throttle_k;
@@ -55,7 +63,9 @@ class ServingClientThrottleTest : public ::testing::Test {
     std::vector<float> rows(keys.size() * 4);
     for (int i = 0; i < lookups; ++i) {
       absl::Status status = (*client)->Lookup("t", keys, absl::MakeSpan(rows));
-      EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+      if (status.code() != absl::StatusCode::kResourceExhausted) {
+        EXPECT_EQ(status.code(), expected) << status;
+      }
       errors.push_back(std::string(status.message()));
     }
     return errors;
@@ -70,6 +80,23 @@ TEST_F(ServingClientThrottleTest, RefusedCallsAreMostlyNotSentAgain) {
   const std::vector<std::string> errors = LookUp(2.0, 200);
   // Nothing is accepted, so after the first few calls nearly every one is
   // refused by the client itself and never reaches the server.
+  EXPECT_LT(service_.calls.load(), 40);
+  EXPECT_GT(service_.calls.load(), 0);
+  int throttled = 0;
+  for (const std::string& message : errors) {
+    if (message.find("throttled by the client") != std::string::npos) {
+      ++throttled;
+    }
+  }
+  EXPECT_EQ(throttled, 200 - service_.calls.load());
+}
+
+TEST_F(ServingClientThrottleTest, CallsPastTheirDeadlineAreNotCountedAccepted) {
+  service_.past_deadline = true;
+  const std::vector<std::string> errors =
+      LookUp(2.0, 200, absl::StatusCode::kDeadlineExceeded);
+  // A server whose answers all come too late is overloaded as surely as one
+  // that refuses: the client stops sending it most calls.
   EXPECT_LT(service_.calls.load(), 40);
   EXPECT_GT(service_.calls.load(), 0);
   int throttled = 0;

@@ -87,5 +87,14 @@ TEST(AdaptiveThrottleTest, KBelowOneIsTakenAsOne) {
   EXPECT_EQ(throttle.RefusalProbability(), 0.0);
 }
 
+TEST(AdaptiveThrottleTest, RefusalsAndLateAnswersAreNotAccepted) {
+  EXPECT_FALSE(AcceptedByServer(absl::StatusCode::kResourceExhausted));
+  EXPECT_FALSE(AcceptedByServer(absl::StatusCode::kDeadlineExceeded));
+  EXPECT_TRUE(AcceptedByServer(absl::StatusCode::kOk));
+  // The server answered: the call's fault, not the server's load.
+  EXPECT_TRUE(AcceptedByServer(absl::StatusCode::kNotFound));
+  EXPECT_TRUE(AcceptedByServer(absl::StatusCode::kInvalidArgument));
+}
+
 }  // namespace
 }  // namespace strata
