@@ -1,24 +1,27 @@
 #!/usr/bin/env bash
 # Serving PS under open-loop overload: goodput and p99 of the answered
 # lookups at 1x, 2x and 10x of its measured capacity, with and without the
-# client's throttle (ServingClient's throttle_k, common/adaptive_throttle.h)
-# in the same round.
+# client's throttle (ServingClient's throttle_k, common/adaptive_throttle.h),
+# for each --request_thread_nice in NICES (the peer: 0, the threads at the
+# process's priority), all in the same round.
 #
-# Each round: a fresh strata-serving (--max_queued_requests=QUEUE,
+# Each round, for each nice value (their order alternating between rounds):
+# a fresh strata-serving (--max_queued_requests=QUEUE,
 # --request_threads=THREADS), its capacity measured by a closed loop of
-# 1000-key lookups at QUEUE + THREADS in flight (as many as it takes without
-# refusing), then open loops at 1x, 2x and 10x of that
-# rate, each once with every request sent ("raw", the peer) and once
-# throttled as ServingClient does (k = THROTTLE_K), orders alternating
-# between rounds. Every lookup carries an online caller's deadline
-# (TIMEOUT_MS); latency counts from each request's scheduled start. On a
-# machine of 2 or more cores the daemons run on core 0 and the generator on
-# core 1, so that the generator does not take the server's CPU.
+# 1000-key lookups at QUEUE in flight (as many as it takes without refusing
+# any: with one more, the next call can arrive before a thread has taken
+# the queue's head), then open loops at 1x, 2x and 10x of that rate, each
+# once with every request sent ("raw") and once throttled as ServingClient
+# does (k = THROTTLE_K), orders alternating between rounds. Every lookup
+# carries an online caller's deadline (TIMEOUT_MS); latency counts from each
+# request's scheduled start. On a machine of 2 or more cores the daemons run
+# on core 0 and the generator on core 1, so that the generator does not take
+# the server's CPU.
 #
 # Usage: bench/run_overload.sh [BUILD_DIR]
 # Environment: ROUNDS [3], DURATION_S [8], WARMUP_S [3], NUM_KEYS [200000],
 #              DIM [64], TIMEOUT_MS [50], QUEUE [4], THREADS [1],
-#              THROTTLE_K [2]
+#              THROTTLE_K [2], NICES ["10 0"]
 set -uo pipefail
 BUILD_DIR=${1:-build}
 ROUNDS=${ROUNDS:-3}
@@ -30,6 +33,7 @@ TIMEOUT_MS=${TIMEOUT_MS:-50}
 QUEUE=${QUEUE:-4}
 THREADS=${THREADS:-1}
 THROTTLE_K=${THROTTLE_K:-2}
+read -r -a NICES <<<"${NICES:-10 0}"
 BIN="$BUILD_DIR/bin"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_start overload
@@ -53,28 +57,33 @@ lookups() {  # lookups EXTRA_FLAGS...: one strata-bench line
     head -1
 }
 
-echo "| round | load | client | offered/s | answered/s | of capacity | p99 ms | refused by server | throttled by client | deadline exceeded | serving CPU-s per 1k answered |"
-echo "| ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
-for round in $(seq "$ROUNDS"); do
+echo "| round | nice | load | client | offered/s | answered/s | of capacity | p99 ms | refused by server | throttled by client | deadline exceeded | serving CPU-s per 1k answered |"
+echo "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
+
+# one_serving ROUND NICE: a fresh strata-serving, its capacity and the open
+# loops against it; one table row each.
+one_serving() {
+  local round=$1 nice=$2
   rm -f "$WORK/serving.port"
   "${SERVER_CPU[@]}" "$BIN/strata-serving" --port=0 \
     --port_file="$WORK/serving.port" --shards="$SHARD" \
-    --data_dir="$WORK/serving-$round" --cache_rows="$NUM_KEYS" \
+    --data_dir="$WORK/serving-$round-$nice" --cache_rows="$NUM_KEYS" \
     --max_queued_requests="$QUEUE" --request_threads="$THREADS" \
-    --log_level=warning &
-  serving_pid=$!
+    --request_thread_nice="$nice" --log_level=warning &
+  local serving_pid=$!
   PIDS+=($serving_pid)
   wait_file "$WORK/serving.port" "$serving_pid"
   SERVING="127.0.0.1:$(cat "$WORK/serving.port")"
   "$BIN/strata-lookup" --serving="$SERVING" --wait_caught_up_s=300 bench 0 \
     >/dev/null || exit 1
-  # As many in flight as the server takes without refusing: its capacity.
-  capacity_line=$(lookups --inflight=$((QUEUE + THREADS)))
+  local capacity_line capacity
+  capacity_line=$(lookups --inflight="$QUEUE")
   capacity=$(awk -v n="$(field "$capacity_line" requests)" \
     -v s="$(field "$capacity_line" seconds)" 'BEGIN { printf "%.0f", n / s }')
-  echo "| $round | capacity | closed loop, $((QUEUE + THREADS)) in flight | | $capacity | 1.00 | $(field "$capacity_line" p99) | $(field "$capacity_line" RESOURCE_EXHAUSTED) | | | |"
-  clients=(raw throttled)
+  echo "| $round | $nice | capacity | closed loop, $QUEUE in flight | | $capacity | 1.00 | $(field "$capacity_line" p99) | $(field "$capacity_line" RESOURCE_EXHAUSTED) | | | |"
+  local clients=(raw throttled)
   ((round % 2 == 0)) && clients=(throttled raw)
+  local times client k qps before after line
   for times in 1 2 10; do
     for client in "${clients[@]}"; do
       k=0
@@ -83,19 +92,28 @@ for round in $(seq "$ROUNDS"); do
       before=$(cpu_seconds "$serving_pid")
       line=$(lookups --qps="$qps" --client_throttle_k="$k")
       after=$(cpu_seconds "$serving_pid")
-      awk -v r="$round" -v t="$times" -v cl="$client" -v q="$qps" \
-        -v cap="$capacity" -v n="$(field "$line" requests)" \
+      awk -v r="$round" -v nice="$nice" -v t="$times" -v cl="$client" \
+        -v q="$qps" -v cap="$capacity" -v n="$(field "$line" requests)" \
         -v s="$(field "$line" seconds)" -v p="$(field "$line" p99)" \
         -v x="$(field "$line" RESOURCE_EXHAUSTED)" \
         -v th="$(field "$line" THROTTLED)" \
         -v d="$(field "$line" DEADLINE_EXCEEDED)" \
         -v c="$(awk -v a="$before" -v b="$after" 'BEGIN { print b - a }')" \
         'BEGIN { a = (s > 0 ? n / s : 0)
-                 printf "| %d | %dx | %s | %d | %.0f | %.2f | %s | %d | %d | %d | %.3f |\n",
-                   r, t, cl, q, a, a / cap, p, x, th, d,
+                 printf "| %d | %d | %dx | %s | %d | %.0f | %.2f | %s | %d | %d | %d | %.3f |\n",
+                   r, nice, t, cl, q, a, a / cap, p, x, th, d,
                    (n > 0 ? c / n * 1000 : 0) }'
     done
   done
   kill -TERM "$serving_pid"
   wait "$serving_pid" 2>/dev/null
+}
+
+for round in $(seq "$ROUNDS"); do
+  nices=("${NICES[@]}")
+  if ((round % 2 == 0)); then
+    nices=()
+    for ((i = ${#NICES[@]} - 1; i >= 0; i--)); do nices+=("${NICES[i]}"); done
+  fi
+  for nice in "${nices[@]}"; do one_serving "$round" "$nice"; done
 done

@@ -1,14 +1,38 @@
 #include "common/work_queue.h"
 
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 
 namespace strata {
+namespace {
+
+// Lowers the calling thread's priority by `increment` nice levels (Linux
+// keeps a nice value per thread; PRIO_PROCESS with a thread id sets it).
+void LowerThisThreadPriority(int increment) {
+  const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
+  errno = 0;
+  const int current = getpriority(PRIO_PROCESS, tid);
+  if (errno != 0) return;
+  const int target = std::min(19, current + increment);
+  if (setpriority(PRIO_PROCESS, tid, target) != 0) {
+    STRATA_LOG(WARNING, "work_queue")
+        << "could not lower a request thread's priority to nice " << target
+        << ": " << std::strerror(errno);
+  }
+}
+
+}  // namespace
 
 int UsableCores() {
   // std::thread::hardware_concurrency() counts the machine's cores, not
@@ -24,6 +48,7 @@ WorkQueue::WorkQueue(const Options& options)
     : max_queued_(std::max<size_t>(1, options.max_queued)),
       max_wait_(options.max_wait),
       serve_inline_when_idle_(options.serve_inline_when_idle),
+      thread_nice_(std::clamp(options.thread_nice, 0, 19)),
       num_threads_(static_cast<size_t>(options.threads > 0 ? options.threads
                                                            : UsableCores())) {
   for (size_t i = 0; i < num_threads_; ++i) {
@@ -128,6 +153,7 @@ void WorkQueue::SubmitCall(Deadline deadline, std::function<bool()> cancelled,
 }
 
 void WorkQueue::Serve() {
+  if (thread_nice_ > 0) LowerThisThreadPriority(thread_nice_);
   while (true) {
     Item item;
     {

@@ -56,6 +56,13 @@ class WorkQueue {
     // for short calls that never block for long (a gRPC thread is held
     // meanwhile). `threads` still bounds the calls served at once.
     bool serve_inline_when_idle = false;
+    // Nice increment of the pool threads (0-19; Linux nice is per thread):
+    // a loaded core then goes to gRPC's threads first, which receive calls
+    // and refuse those past the queue at once. With equal priorities they
+    // get a fair share only, fall behind the arrivals under overload, and
+    // calls wait unseen in the transport, past every bound the queue sets.
+    // Default: 0.
+    int thread_nice = 0;
   };
 
   explicit WorkQueue(const Options& options);
@@ -99,6 +106,7 @@ class WorkQueue {
   const size_t max_queued_;
   const std::chrono::steady_clock::duration max_wait_;
   const bool serve_inline_when_idle_;
+  const int thread_nice_;
   const size_t num_threads_;
   mutable absl::Mutex mu_;
   std::deque<Item> queue_ ABSL_GUARDED_BY(mu_);

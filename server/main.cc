@@ -418,6 +418,10 @@ int Run() {
   if (absl::GetFlag(FLAGS_request_threads) < 0) {
     return UsageError("--request_threads must be >= 0");
   }
+  if (const int nice = absl::GetFlag(FLAGS_request_thread_nice);
+      nice < 0 || nice > 19) {
+    return UsageError("--request_thread_nice must be in [0, 19]");
+  }
   if (absl::GetFlag(FLAGS_max_queued_requests) < 1) {
     return UsageError("--max_queued_requests must be >= 1");
   }
@@ -553,6 +557,8 @@ int Run() {
   service_options.auth_reads = absl::GetFlag(FLAGS_auth_reads);
   service_options.max_subscribers = absl::GetFlag(FLAGS_max_subscribers);
   service_options.request_threads = absl::GetFlag(FLAGS_request_threads);
+  service_options.request_thread_nice =
+      absl::GetFlag(FLAGS_request_thread_nice);
   service_options.max_queued_requests =
       static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_requests));
   service_options.max_queue_wait =

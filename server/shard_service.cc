@@ -106,7 +106,8 @@ ShardService::ShardService(const ShardServiceOptions& options)
           options.clock, options.max_move_pause)),
       queue_(std::make_unique<WorkQueue>(WorkQueue::Options{
           options.request_threads, options.max_queued_requests,
-          absl::ToChronoNanoseconds(options.max_queue_wait)})) {}
+          absl::ToChronoNanoseconds(options.max_queue_wait),
+          /*serve_inline_when_idle=*/false, options.request_thread_nice})) {}
 
 ShardService::~ShardService() { queue_.reset(); }
 

@@ -71,6 +71,10 @@ struct ShardServiceOptions {
   // Also refused while the oldest waiting one has waited longer than this
   // (common/work_queue.h); zero: no such bound. Default: zero.
   absl::Duration max_queue_wait = absl::ZeroDuration();
+  // Nice increment of the request threads (WorkQueue::Options::thread_nice):
+  // gRPC's threads, which receive calls and refuse the excess, come first
+  // on a loaded core. Default: 0.
+  int request_thread_nice = 0;
   // Change streams (Subscribe) open at once; more are refused with
   // RESOURCE_EXHAUSTED. Each may hold a snapshot of the tables it follows
   // while it is sent. Default: 16.

@@ -151,6 +151,11 @@ absl::StatusOr<Config> ReadFlags() {
   if (absl::GetFlag(FLAGS_request_threads) < 0) {
     return absl::InvalidArgumentError("--request_threads must be >= 0");
   }
+  if (const int nice = absl::GetFlag(FLAGS_request_thread_nice);
+      nice < 0 || nice > 19) {
+    return absl::InvalidArgumentError(
+        "--request_thread_nice must be in [0, 19]");
+  }
   if (absl::GetFlag(FLAGS_max_queued_requests) < 1) {
     return absl::InvalidArgumentError("--max_queued_requests must be >= 1");
   }
@@ -275,6 +280,8 @@ int Run() {
   service_options.max_keys_per_request =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_keys_per_request));
   service_options.request_threads = absl::GetFlag(FLAGS_request_threads);
+  service_options.request_thread_nice =
+      absl::GetFlag(FLAGS_request_thread_nice);
   service_options.max_queued_requests =
       static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_requests));
   service_options.max_queue_wait =

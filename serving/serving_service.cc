@@ -127,7 +127,7 @@ ServingService::ServingService(const ServingServiceOptions& options)
       queue_(std::make_unique<WorkQueue>(WorkQueue::Options{
           options.request_threads, options.max_queued_requests,
           absl::ToChronoNanoseconds(options.max_queue_wait),
-          options.serve_inline_when_idle})) {}
+          options.serve_inline_when_idle, options.request_thread_nice})) {}
 
 ServingService::~ServingService() { queue_.reset(); }
 

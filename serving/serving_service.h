@@ -46,6 +46,10 @@ struct ServingServiceOptions {
   // Serve a lookup on gRPC's thread when no lookup waits and a request
   // thread's slot is free (common/work_queue.h). Default: false.
   bool serve_inline_when_idle = false;
+  // Nice increment of the request threads, so that gRPC's threads, which
+  // receive lookups and refuse the excess, come first on a loaded core
+  // (WorkQueue::Options::thread_nice). Default: 0.
+  int request_thread_nice = 0;
   // The bearer token that protected calls must carry; empty: no check.
   // Lookup and Status are reads: they need it only with auth_reads.
   std::string auth_token;

@@ -1,7 +1,11 @@
 #include "common/work_queue.h"
 
 #include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -29,6 +33,26 @@ TEST(WorkQueueTest, RunsWorkOnItsThreads) {
     }
   }  // The destructor finishes what is queued.
   EXPECT_EQ(done.load(), 10);
+}
+
+int ThisThreadsNice() {
+  return getpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)));
+}
+
+TEST(WorkQueueTest, ThreadsRunAtTheirNiceIncrementAndCallersDoNot) {
+  const int callers = ThisThreadsNice();
+  std::atomic<int> pool_nice{-100};
+  {
+    WorkQueue::Options options;
+    options.threads = 1;
+    options.thread_nice = 5;
+    WorkQueue queue(options);
+    ASSERT_TRUE(queue.Submit(In(std::chrono::seconds(10)),
+                             [&](bool) { pool_nice = ThisThreadsNice(); }));
+  }
+  EXPECT_EQ(pool_nice.load(), std::min(19, callers + 5));
+  // Linux keeps nice per thread: the caller's own priority is untouched.
+  EXPECT_EQ(ThisThreadsNice(), callers);
 }
 
 TEST(WorkQueueTest, AFullQueueRefusesAtOnce) {

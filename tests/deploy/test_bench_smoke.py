@@ -80,13 +80,15 @@ def test_overload_run_answers_at_ten_times_capacity_only_with_the_throttle():
     answered = {}
     for line in done.stdout.splitlines():
         cells = [cell.strip() for cell in line.strip("|").split("|")]
-        if len(cells) == 11 and cells[0] == "1":
-            answered[(cells[1], cells[2].split(",")[0])] = float(cells[4])
-    assert answered[("capacity", "closed loop")] > 0, done.stdout
-    for load in ("1x", "2x", "10x"):
-        assert ("%s" % load, "raw") in answered, done.stdout
+        if len(cells) == 12 and cells[0] == "1":
+            key = (cells[1], cells[2], cells[3].split(",")[0])
+            answered[key] = float(cells[5])
+    for nice in ("10", "0"):
+        assert answered[(nice, "capacity", "closed loop")] > 0, done.stdout
+        for load in ("1x", "2x", "10x"):
+            assert (nice, load, "raw") in answered, done.stdout
     # The throttled client keeps the server answering at 10x its capacity.
-    assert answered[("10x", "throttled")] > 0, done.stdout
+    assert answered[("10", "10x", "throttled")] > 0, done.stdout
 
 
 def test_reshard_run_splits_and_merges_every_row():

@@ -165,6 +165,15 @@ TEST(ServerBinaryTest, ExitsWithUsageErrorWithoutDataDir) {
   EXPECT_THAT(server.log(), HasSubstr("--data_dir is required"));
 }
 
+TEST(ServerBinaryTest, ExitsWithUsageErrorForARequestThreadNiceOutOfRange) {
+  ServerProcessOptions options;
+  options.flags = {"--request_thread_nice=20"};
+  ServerProcess server(options);
+  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
+  EXPECT_EQ(exit.exit_code, 2) << exit.ToString();
+  EXPECT_THAT(server.log(), HasSubstr("--request_thread_nice must be in"));
+}
+
 TEST(ServerBinaryTest, ExitsWithUsageErrorForABudgetOverTheMachinesMemory) {
   ServerProcessOptions options;
   options.flags = {"--memory_budget_mb=1099511627776"};
