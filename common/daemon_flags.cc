@@ -30,7 +30,9 @@ ABSL_FLAG(int, request_thread_nice, 10,
           "gRPC's threads, which receive requests and refuse those past "
           "--max_queued_requests at once, run first, so that under overload "
           "requests are refused at once instead of waiting unseen in the "
-          "transport past their deadline. 0: the process's priority.");
+          "transport past their deadline. Nice ranks them below every "
+          "other thread of the machine (or container) too. 0: the "
+          "process's priority.");
 ABSL_FLAG(int64_t, max_queued_requests, 64,
           "Data path requests waiting for a thread; past it one is refused "
           "at once with RESOURCE_EXHAUSTED (clients retry with backoff), and "

@@ -34,6 +34,17 @@ class RefusingServing final : public v1::ServingService::Service {
   std::atomic<bool> past_deadline{false};
 };
 
+// The calls the client refused itself, by their message.
+int CountThrottled(const std::vector<std::string>& errors) {
+  int throttled = 0;
+  for (const std::string& message : errors) {
+    if (message.find("throttled by the client") != std::string::npos) {
+      ++throttled;
+    }
+  }
+  return throttled;
+}
+
 class ServingClientThrottleTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -82,13 +93,7 @@ TEST_F(ServingClientThrottleTest, RefusedCallsAreMostlyNotSentAgain) {
   // refused by the client itself and never reaches the server.
   EXPECT_LT(service_.calls.load(), 40);
   EXPECT_GT(service_.calls.load(), 0);
-  int throttled = 0;
-  for (const std::string& message : errors) {
-    if (message.find("throttled by the client") != std::string::npos) {
-      ++throttled;
-    }
-  }
-  EXPECT_EQ(throttled, 200 - service_.calls.load());
+  EXPECT_EQ(CountThrottled(errors), 200 - service_.calls.load());
 }
 
 TEST_F(ServingClientThrottleTest, CallsPastTheirDeadlineAreNotCountedAccepted) {
@@ -99,13 +104,7 @@ TEST_F(ServingClientThrottleTest, CallsPastTheirDeadlineAreNotCountedAccepted) {
   // that refuses: the client stops sending it most calls.
   EXPECT_LT(service_.calls.load(), 40);
   EXPECT_GT(service_.calls.load(), 0);
-  int throttled = 0;
-  for (const std::string& message : errors) {
-    if (message.find("throttled by the client") != std::string::npos) {
-      ++throttled;
-    }
-  }
-  EXPECT_EQ(throttled, 200 - service_.calls.load());
+  EXPECT_EQ(CountThrottled(errors), 200 - service_.calls.load());
 }
 
 TEST_F(ServingClientThrottleTest, WithoutTheThrottleEveryCallIsSent) {

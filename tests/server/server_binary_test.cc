@@ -156,6 +156,20 @@ TEST(ServerBinaryTest, ExitsNonZeroWhenDataDirIsARegularFile) {
               AllOf(HasSubstr(file), HasSubstr("not a directory")));
 }
 
+// Runs strata-server with `flags` until it exits, expects the usage error
+// exit code (2), and returns its log.
+std::string UsageErrorLog(std::vector<std::string> flags) {
+  ServerProcessOptions options;
+  options.flags = std::move(flags);
+  ServerProcess server(options);
+  absl::StatusOr<ProcessExit> exit = server.RunUntilExit();
+  EXPECT_TRUE(exit.ok()) << exit.status();
+  if (exit.ok()) {
+    EXPECT_EQ(exit->exit_code, 2) << exit->ToString();
+  }
+  return server.log();
+}
+
 TEST(ServerBinaryTest, ExitsWithUsageErrorWithoutDataDir) {
   ServerProcessOptions options;
   options.pass_data_dir = false;
@@ -166,40 +180,23 @@ TEST(ServerBinaryTest, ExitsWithUsageErrorWithoutDataDir) {
 }
 
 TEST(ServerBinaryTest, ExitsWithUsageErrorForARequestThreadNiceOutOfRange) {
-  ServerProcessOptions options;
-  options.flags = {"--request_thread_nice=20"};
-  ServerProcess server(options);
-  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
-  EXPECT_EQ(exit.exit_code, 2) << exit.ToString();
-  EXPECT_THAT(server.log(), HasSubstr("--request_thread_nice must be in"));
+  EXPECT_THAT(UsageErrorLog({"--request_thread_nice=20"}),
+              HasSubstr("--request_thread_nice must be in"));
 }
 
 TEST(ServerBinaryTest, ExitsWithUsageErrorForABudgetOverTheMachinesMemory) {
-  ServerProcessOptions options;
-  options.flags = {"--memory_budget_mb=1099511627776"};
-  ServerProcess server(options);
-  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
-  EXPECT_EQ(exit.exit_code, 2) << exit.ToString();
-  EXPECT_THAT(server.log(), HasSubstr("more than this machine's"));
+  EXPECT_THAT(UsageErrorLog({"--memory_budget_mb=1099511627776"}),
+              HasSubstr("more than this machine's"));
 }
 
 TEST(ServerBinaryTest, ExitsWithUsageErrorForUnknownDurability) {
-  ServerProcessOptions options;
-  options.flags = {"--durability=sometimes"};
-  ServerProcess server(options);
-  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
-  EXPECT_EQ(exit.exit_code, 2) << exit.ToString();
-  EXPECT_THAT(server.log(),
+  EXPECT_THAT(UsageErrorLog({"--durability=sometimes"}),
               AllOf(HasSubstr("sometimes"), HasSubstr("durability")));
 }
 
 TEST(ServerBinaryTest, ExitsWithUsageErrorForShardIndexOutOfRange) {
-  ServerProcessOptions options;
-  options.flags = {"--num_shards=2", "--shard_index=2"};
-  ServerProcess server(options);
-  STRATA_ASSERT_OK_AND_ASSIGN(ProcessExit exit, server.RunUntilExit());
-  EXPECT_EQ(exit.exit_code, 2) << exit.ToString();
-  EXPECT_THAT(server.log(), HasSubstr("--shard_index 2 is outside 0..1"));
+  EXPECT_THAT(UsageErrorLog({"--num_shards=2", "--shard_index=2"}),
+              HasSubstr("--shard_index 2 is outside 0..1"));
 }
 
 TEST(ServerBinaryTest, RefusesADataDirOfAnotherShardCountOrIndex) {
