@@ -25,14 +25,6 @@ ABSL_FLAG(int, request_threads, 0,
           "Threads serving the data path (strata-server: Pull and Push; "
           "strata-serving: Lookup); 0: one per core this process may run "
           "on (its CPU affinity).");
-ABSL_FLAG(int, request_thread_nice, 10,
-          "Nice increment (0-19) of the --request_threads: on a loaded core "
-          "gRPC's threads, which receive requests and refuse those past "
-          "--max_queued_requests at once, run first, so that under overload "
-          "requests are refused at once instead of waiting unseen in the "
-          "transport past their deadline. Nice ranks them below every "
-          "other thread of the machine (or container) too. 0: the "
-          "process's priority.");
 ABSL_FLAG(int64_t, max_queued_requests, 64,
           "Data path requests waiting for a thread; past it one is refused "
           "at once with RESOURCE_EXHAUSTED (clients retry with backoff), and "

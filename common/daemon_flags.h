@@ -18,7 +18,6 @@ ABSL_DECLARE_FLAG(std::string, tls_key_file);
 ABSL_DECLARE_FLAG(std::string, tls_client_ca_file);
 ABSL_DECLARE_FLAG(std::string, auth_token_file);
 ABSL_DECLARE_FLAG(int, request_threads);
-ABSL_DECLARE_FLAG(int, request_thread_nice);
 ABSL_DECLARE_FLAG(int64_t, max_queued_requests);
 ABSL_DECLARE_FLAG(double, max_queue_wait_ms);
 

@@ -47,6 +47,12 @@ ABSL_FLAG(std::string, data_dir, "",
           "Directory of this shard's RocksDB store and checkpoints (required). "
           "Created if missing; a restart on the same directory recovers every "
           "table and row.");
+ABSL_FLAG(int, request_thread_nice, 0,
+          "Nice increment (0-19) of the --request_threads, so that gRPC's "
+          "threads, which receive Pulls and Pushes and refuse those past "
+          "--max_queued_requests, run first on a loaded core. 0 (the "
+          "default): the process's priority, since workers often share the "
+          "shard's cores and a lower priority would slow their steps.");
 ABSL_FLAG(std::string, durability, "group",
           "What an acknowledged push survives. 'sync': fsynced before the "
           "acknowledgement, survives kill -9 and power loss. 'group': written "

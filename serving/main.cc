@@ -61,6 +61,13 @@ ABSL_FLAG(std::string, unknown_keys, "zeros",
           "'initializer' (the table's initial value, as training would).");
 ABSL_FLAG(int64_t, max_keys_per_request, 262144,
           "Largest number of keys one Lookup may carry.");
+ABSL_FLAG(int, request_thread_nice, 10,
+          "Nice increment (0-19) of the --request_threads: on a loaded core "
+          "gRPC's threads, which receive lookups and refuse those past "
+          "--max_queued_requests, run first, so that under overload lookups "
+          "are refused at once instead of waiting unseen in the transport "
+          "past their deadline. Nice ranks them below every other thread of "
+          "the machine (or container) too. 0: the process's priority.");
 ABSL_FLAG(bool, serve_lookups_inline, false,
           "Serve a lookup on the gRPC thread that received it while no "
           "lookup waits and fewer than --request_threads are being served, "
