@@ -1,6 +1,6 @@
 // Google Benchmark micro-benchmarks of the engine's hot paths, without the
 // network: batch lookups and optimizer updates on an in-memory table, fp16
-// conversion, and the raw pull wire format.
+// conversion, the raw pull wire format, and the serving PS's row cache.
 //
 // Run: build/bin/strata-engine-benchmark --benchmark_min_time=1
 // (STRATA_HUGE_PAGES=0 keeps the tables' rows on 4 KiB pages.)
@@ -16,6 +16,7 @@
 #include "common/huge_page_allocator.h"
 #include "common/pull_wire.h"
 #include "embedding/embedding_table.h"
+#include "serving/internal/row_cache.h"
 
 namespace strata {
 namespace {
@@ -165,6 +166,50 @@ void BM_PullWireRoundTrip(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * bytes);
 }
 BENCHMARK(BM_PullWireRoundTrip);
+
+// The serving PS's row cache answering lookups of arg(0) uniform keys that
+// all hit, from 200,000 cached rows of kDim (twice as many slots, so that
+// none was evicted while it filled).
+void BM_RowCacheHits(benchmark::State& state) {
+  constexpr uint64_t kCached = 200000;
+  constexpr TableId kTable = 1;
+  static serving_internal::RowCache* cache = [] {
+    auto* filled = new serving_internal::RowCache(2 * kCached);
+    std::vector<float> row(kDim);
+    std::vector<size_t> misses;
+    std::vector<uint64_t> tickets;
+    for (uint64_t key = 0; key < kCached; ++key) {
+      misses.clear();
+      tickets.clear();
+      filled->GetMany(kTable, {&key, 1}, kDim, absl::MakeSpan(row), misses,
+                      tickets);
+      row.assign(kDim, static_cast<float>(key));
+      filled->Offer({kTable, key}, tickets.at(0), row);
+    }
+    return filled;
+  }();
+  const size_t batch = static_cast<size_t>(state.range(0));
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<uint64_t> draw(0, kCached - 1);
+  std::vector<std::vector<FeatureId>> batches(16);
+  for (auto& keys : batches) {
+    for (size_t i = 0; i < batch; ++i) keys.push_back(draw(rng));
+  }
+  std::vector<float> out(batch * kDim);
+  std::vector<size_t> misses;
+  std::vector<uint64_t> tickets;
+  size_t turn = 0;
+  for (auto _ : state) {
+    misses.clear();
+    tickets.clear();
+    cache->GetMany(kTable, batches[turn++ % batches.size()], kDim,
+                   absl::MakeSpan(out), misses, tickets);
+    if (!misses.empty()) state.SkipWithError("a cached row missed");
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * batch);
+}
+BENCHMARK(BM_RowCacheHits)->Arg(1000);
 
 }  // namespace
 }  // namespace strata

@@ -35,7 +35,8 @@ struct ServingStoreOptions {
   // Directory of the store's RocksDB database; created when missing.
   // Required.
   std::string data_dir;
-  // Rows kept in memory in front of RocksDB (least recently used evicted);
+  // Rows kept in memory in front of RocksDB (evicted by CLOCK, which
+  // approximates least recently used);
   // 0 disables the cache. Default: 1M.
   uint64_t cache_rows = 1 << 20;
   // Default: kZeros.
@@ -92,7 +93,7 @@ struct ServingTableStats {
 };
 
 // The serving PS's copy of the rows of every followed training shard:
-// values by (table, key) in RocksDB, a least-recently-used cache of rows in
+// values by (table, key) in RocksDB, a cache of rows (CLOCK eviction) in
 // front of it, table configs, and per shard the position reached.
 //
 // Rows are stamped with the shard and the snapshot they came from, so that

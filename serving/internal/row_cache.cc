@@ -25,12 +25,14 @@ size_t RowCache::StripeOf(const RowId& id) {
 bool RowCache::GetLocked(Stripe& stripe, const RowId& id, absl::Span<float> out,
                          uint64_t* ticket) {
   auto it = stripe.index.find(id);
-  if (it == stripe.index.end() || it->second->values.size() != out.size()) {
+  if (it == stripe.index.end() ||
+      stripe.slots[it->second].values.size() != out.size()) {
     if (stripe.writers == 0) *ticket = stripe.generation;
     return false;
   }
-  stripe.lru.splice(stripe.lru.begin(), stripe.lru, it->second);
-  std::copy(it->second->values.begin(), it->second->values.end(), out.begin());
+  Slot& slot = stripe.slots[it->second];
+  slot.referenced = true;
+  std::copy(slot.values.begin(), slot.values.end(), out.begin());
   return true;
 }
 
@@ -88,16 +90,58 @@ void RowCache::Put(Stripe& stripe, const RowId& id,
                    absl::Span<const float> values) {
   auto it = stripe.index.find(id);
   if (it != stripe.index.end()) {
-    it->second->values.assign(values.begin(), values.end());
-    stripe.lru.splice(stripe.lru.begin(), stripe.lru, it->second);
+    Slot& slot = stripe.slots[it->second];
+    slot.values.assign(values.begin(), values.end());
+    slot.referenced = true;
     return;
   }
-  if (stripe.index.size() >= per_stripe_) {
-    stripe.index.erase(stripe.lru.back().id);
-    stripe.lru.pop_back();
+  const uint32_t index = TakeSlot(stripe);
+  Slot& slot = stripe.slots[index];
+  slot.id = id;
+  slot.used = true;
+  // A new row gets one pass of the hand before it can go, as the most
+  // recently used row of an LRU list would.
+  slot.referenced = true;
+  slot.values.assign(values.begin(), values.end());
+  stripe.index[id] = index;
+}
+
+uint32_t RowCache::TakeSlot(Stripe& stripe) {
+  if (!stripe.free_slots.empty()) {
+    const uint32_t index = stripe.free_slots.back();
+    stripe.free_slots.pop_back();
+    return index;
   }
-  stripe.lru.push_front(Entry{id, {values.begin(), values.end()}});
-  stripe.index[id] = stripe.lru.begin();
+  if (stripe.slots.size() < per_stripe_) {
+    stripe.slots.emplace_back();
+    return static_cast<uint32_t>(stripe.slots.size() - 1);
+  }
+  // Every slot is in use (free ones were taken above): at most two turns
+  // of the hand find one whose bit is clear.
+  while (true) {
+    const uint32_t index = static_cast<uint32_t>(stripe.hand);
+    stripe.hand = (stripe.hand + 1) % stripe.slots.size();
+    Slot& slot = stripe.slots[index];
+    if (slot.referenced) {
+      slot.referenced = false;
+      continue;
+    }
+    stripe.index.erase(slot.id);
+    slot.used = false;
+    return index;
+  }
+}
+
+bool RowCache::Remove(Stripe& stripe, const RowId& id) {
+  auto it = stripe.index.find(id);
+  if (it == stripe.index.end()) return false;
+  Slot& slot = stripe.slots[it->second];
+  slot.used = false;
+  slot.referenced = false;
+  slot.values.clear();
+  stripe.free_slots.push_back(it->second);
+  stripe.index.erase(it);
+  return true;
 }
 
 template <typename Fn>
@@ -120,11 +164,7 @@ void RowCache::BeginWrite(absl::Span<const CachedWrite> writes,
     ++stripe.writers;
     ++stripe.generation;
     for (size_t i : rows) {
-      auto it = stripe.index.find(writes[i].id);
-      if (it == stripe.index.end()) continue;
-      was_cached[i] = true;
-      stripe.lru.erase(it->second);
-      stripe.index.erase(it);
+      if (Remove(stripe, writes[i].id)) was_cached[i] = true;
     }
   });
 }
@@ -142,10 +182,7 @@ void RowCache::EndWrite(absl::Span<const CachedWrite> writes,
       if (!was_cached[i] && !cached.contains(write.id)) continue;
       cached.insert(write.id);
       if (write.values.empty()) {
-        auto it = stripe.index.find(write.id);
-        if (it == stripe.index.end()) continue;
-        stripe.lru.erase(it->second);
-        stripe.index.erase(it);
+        Remove(stripe, write.id);
       } else {
         Put(stripe, write.id, write.values);
       }
@@ -166,8 +203,10 @@ void RowCache::BeginClear() {
 void RowCache::EndClear() {
   for (Stripe& stripe : stripes_) {
     absl::MutexLock lock(&stripe.mu);
-    stripe.lru.clear();
+    stripe.slots.clear();
+    stripe.free_slots.clear();
     stripe.index.clear();
+    stripe.hand = 0;
     --stripe.writers;
     ++stripe.generation;
   }

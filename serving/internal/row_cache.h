@@ -3,7 +3,6 @@
 
 #include <array>
 #include <cstdint>
-#include <list>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -34,7 +33,9 @@ struct CachedWrite {
 };
 
 // A bounded cache of rows in front of the serving store's RocksDB, split in
-// stripes that each evict their least recently used row. Thread-safe.
+// stripes that each evict by CLOCK (second chance): a hit only sets its
+// slot's bit, where an LRU list would relink three nodes, each a likely
+// cache miss, on every hit. Thread-safe.
 //
 // A reader that misses reads RocksDB and then offers the row to the cache;
 // a write may have changed the row in between, so offers carry a ticket and
@@ -75,15 +76,22 @@ class RowCache {
 
  private:
   static constexpr size_t kStripes = 64;
-  struct Entry {
+  struct Slot {
     RowId id;
+    bool used = false;
+    // Set by a hit, cleared as the clock hand passes: a row not read since
+    // the hand last passed is the one evicted.
+    bool referenced = false;
     std::vector<float> values;
   };
   struct Stripe {
     absl::Mutex mu;
-    std::list<Entry> lru ABSL_GUARDED_BY(mu);  // Most recently used first.
-    absl::flat_hash_map<RowId, std::list<Entry>::iterator> index
-        ABSL_GUARDED_BY(mu);
+    // Grows to per_stripe_ slots, never beyond.
+    std::vector<Slot> slots ABSL_GUARDED_BY(mu);
+    // Slots emptied by writes and clears, reused first.
+    std::vector<uint32_t> free_slots ABSL_GUARDED_BY(mu);
+    absl::flat_hash_map<RowId, uint32_t> index ABSL_GUARDED_BY(mu);
+    size_t hand ABSL_GUARDED_BY(mu) = 0;
     // Bumped by every write; a ticket is the generation it was taken at.
     uint64_t generation ABSL_GUARDED_BY(mu) = 1;
     int writers ABSL_GUARDED_BY(mu) = 0;
@@ -95,6 +103,12 @@ class RowCache {
   bool GetLocked(Stripe& stripe, const RowId& id, absl::Span<float> out,
                  uint64_t* ticket) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   void Put(Stripe& stripe, const RowId& id, absl::Span<const float> values)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
+  // A slot for a new row: a free one, a new one below per_stripe_, or the
+  // clock's victim (removed from the index).
+  uint32_t TakeSlot(Stripe& stripe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
+  // Drops the row of `id` if cached; true if it was.
+  static bool Remove(Stripe& stripe, const RowId& id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   // Calls fn(stripe, indices of `writes` in it) for each stripe touched.
   template <typename Fn>

@@ -1,0 +1,135 @@
+// RowCache, the serving store's cache of rows: hits, the bound on its size,
+// CLOCK's second chance, and writes and clears that reach cached rows.
+
+#include "serving/internal/row_cache.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace strata {
+namespace serving_internal {
+namespace {
+
+constexpr TableId kTable = 3;
+constexpr size_t kDim = 2;
+
+class RowCacheTest : public ::testing::Test {
+ protected:
+  // Looks `key` up; true and its row in *row on a hit, else offers
+  // {key, key} as read from disk and returns false.
+  bool Read(RowCache& cache, FeatureId key, std::vector<float>* row) {
+    row->assign(kDim, -1.0f);
+    std::vector<size_t> misses;
+    std::vector<uint64_t> tickets;
+    cache.GetMany(kTable, {&key, 1}, kDim, absl::MakeSpan(*row), misses,
+                  tickets);
+    if (misses.empty()) return true;
+    const std::vector<float> disk(kDim, static_cast<float>(key));
+    cache.Offer({kTable, key}, tickets[0], disk);
+    return false;
+  }
+  bool Hit(RowCache& cache, FeatureId key) {
+    std::vector<float> row;
+    return Read(cache, key, &row);
+  }
+};
+
+TEST_F(RowCacheTest, AnOfferedRowIsHitWithItsValues) {
+  RowCache cache(1000);
+  std::vector<float> row;
+  EXPECT_FALSE(Read(cache, 42, &row));
+  ASSERT_TRUE(Read(cache, 42, &row));
+  EXPECT_EQ(row, std::vector<float>(kDim, 42.0f));
+  EXPECT_EQ(cache.size(), 1u);
+}
+
+TEST_F(RowCacheTest, NeverHoldsMoreThanItsCapacity) {
+  // 64 stripes of 2 rows each.
+  RowCache cache(128);
+  for (FeatureId key = 0; key < 5000; ++key) Hit(cache, key);
+  EXPECT_LE(cache.size(), 128u);
+  EXPECT_GT(cache.size(), 64u);
+  // Whatever is cached holds its own key's values.
+  std::vector<float> row;
+  for (FeatureId key = 0; key < 5000; ++key) {
+    if (Read(cache, key, &row)) {
+      EXPECT_EQ(row, std::vector<float>(kDim, static_cast<float>(key)));
+    }
+  }
+}
+
+TEST_F(RowCacheTest, RowsReadOftenStayWhileNewRowsComeIn) {
+  // 64 stripes of 4 rows, filled to evicting.
+  RowCache cache(64 * 4);
+  for (FeatureId key = 0; key < 2000; ++key) Hit(cache, key);
+  // Read 60 rows again and again while new keys come in: a read sets a
+  // row's bit, so the hand passes it by.
+  std::vector<FeatureId> hot;
+  for (FeatureId key = 10000; key < 10060; ++key) {
+    Hit(cache, key);
+    hot.push_back(key);
+  }
+  int hot_hits = 0;
+  for (FeatureId fresh = 100000; fresh < 100400; ++fresh) {
+    Hit(cache, fresh);
+    for (FeatureId key : hot) hot_hits += Hit(cache, key) ? 1 : 0;
+  }
+  // 400 rounds of 60 reads; a hot row is lost only when its stripe's
+  // hand finds its bit clear, which the reads keep setting.
+  EXPECT_GT(hot_hits, 400 * 60 * 9 / 10);
+}
+
+TEST_F(RowCacheTest, WritesReplaceCachedRowsAndDeletesDropThem) {
+  RowCache cache(1000);
+  Hit(cache, 1);
+  Hit(cache, 2);
+  const std::vector<float> new_one(kDim, 10.0f);
+  std::vector<CachedWrite> writes = {
+      {{kTable, 1}, new_one}, {{kTable, 2}, {}}, {{kTable, 3}, new_one}};
+  std::vector<bool> was_cached;
+  cache.BeginWrite(writes, was_cached);
+  EXPECT_EQ(was_cached, (std::vector<bool>{true, true, false}));
+  cache.EndWrite(writes, was_cached);
+  std::vector<float> row;
+  ASSERT_TRUE(Read(cache, 1, &row));
+  EXPECT_EQ(row, new_one);
+  EXPECT_FALSE(Read(cache, 2, &row));  // Deleted: read from disk again.
+  EXPECT_FALSE(Read(cache, 3, &row));  // Not cached before: not now.
+  // A deleted row's slot is reused, not leaked.
+  EXPECT_EQ(cache.size(), 3u);
+}
+
+TEST_F(RowCacheTest, AnOfferTakenBeforeAWriteIsDropped) {
+  RowCache cache(1000);
+  std::vector<float> row(kDim);
+  std::vector<size_t> misses;
+  std::vector<uint64_t> tickets;
+  const FeatureId key = 7;
+  cache.GetMany(kTable, {&key, 1}, kDim, absl::MakeSpan(row), misses, tickets);
+  ASSERT_EQ(misses.size(), 1u);
+  std::vector<CachedWrite> writes = {
+      {{kTable, key}, std::vector<float>(kDim, 99.0f)}};
+  std::vector<bool> was_cached;
+  cache.BeginWrite(writes, was_cached);
+  cache.EndWrite(writes, was_cached);
+  // The value read before the write is older than what is on disk now.
+  cache.Offer({kTable, key}, tickets[0], std::vector<float>(kDim, 1.0f));
+  EXPECT_EQ(cache.size(), 0u);
+}
+
+TEST_F(RowCacheTest, AClearEmptiesEveryStripe) {
+  RowCache cache(1000);
+  for (FeatureId key = 0; key < 300; ++key) Hit(cache, key);
+  ASSERT_GT(cache.size(), 0u);
+  cache.BeginClear();
+  cache.EndClear();
+  EXPECT_EQ(cache.size(), 0u);
+  EXPECT_FALSE(Hit(cache, 5));
+  EXPECT_TRUE(Hit(cache, 5));
+}
+
+}  // namespace
+}  // namespace serving_internal
+}  // namespace strata
