@@ -25,14 +25,13 @@ size_t RowCache::StripeOf(const RowId& id) {
 bool RowCache::GetLocked(Stripe& stripe, const RowId& id, absl::Span<float> out,
                          uint64_t* ticket) {
   auto it = stripe.index.find(id);
-  if (it == stripe.index.end() ||
-      stripe.slots[it->second].values.size() != out.size()) {
+  Slot* slot = it == stripe.index.end() ? nullptr : &stripe.slots[it->second];
+  if (slot == nullptr || slot->values.size() != out.size()) {
     if (stripe.writers == 0) *ticket = stripe.generation;
     return false;
   }
-  Slot& slot = stripe.slots[it->second];
-  slot.referenced = true;
-  std::copy(slot.values.begin(), slot.values.end(), out.begin());
+  slot->referenced = true;
+  std::copy(slot->values.begin(), slot->values.end(), out.begin());
   return true;
 }
 
@@ -98,7 +97,6 @@ void RowCache::Put(Stripe& stripe, const RowId& id,
   const uint32_t index = TakeSlot(stripe);
   Slot& slot = stripe.slots[index];
   slot.id = id;
-  slot.used = true;
   // A new row gets one pass of the hand before it can go, as the most
   // recently used row of an LRU list would.
   slot.referenced = true;
@@ -127,7 +125,6 @@ uint32_t RowCache::TakeSlot(Stripe& stripe) {
       continue;
     }
     stripe.index.erase(slot.id);
-    slot.used = false;
     return index;
   }
 }
@@ -136,7 +133,6 @@ bool RowCache::Remove(Stripe& stripe, const RowId& id) {
   auto it = stripe.index.find(id);
   if (it == stripe.index.end()) return false;
   Slot& slot = stripe.slots[it->second];
-  slot.used = false;
   slot.referenced = false;
   slot.values.clear();
   stripe.free_slots.push_back(it->second);

@@ -78,7 +78,6 @@ class RowCache {
   static constexpr size_t kStripes = 64;
   struct Slot {
     RowId id;
-    bool used = false;
     // Set by a hit, cleared as the clock hand passes: a row not read since
     // the hand last passed is the one evicted.
     bool referenced = false;
