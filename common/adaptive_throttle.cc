@@ -35,7 +35,6 @@ bool AdaptiveThrottle::Allow() {
   absl::MutexLock lock(&mu_);
   const absl::Time now = clock_->Now();
   const double probability = Probability(now);
-  ++Current(now).requests;
   if (probability <= 0) return true;
   // xorshift64: cheap, and reproducible from the seed in tests.
   random_state_ ^= random_state_ << 13;
@@ -43,13 +42,16 @@ bool AdaptiveThrottle::Allow() {
   random_state_ ^= random_state_ << 17;
   const double uniform =
       static_cast<double>(random_state_ >> 11) * (1.0 / 9007199254740992.0);
-  return uniform >= probability;
+  if (uniform >= probability) return true;
+  ++Current(now).requests;  // Refused here: its outcome is known now.
+  return false;
 }
 
 void AdaptiveThrottle::Record(bool accepted) {
-  if (!accepted) return;
   absl::MutexLock lock(&mu_);
-  ++Current(clock_->Now()).accepts;
+  Bucket& bucket = Current(clock_->Now());
+  ++bucket.requests;
+  if (accepted) ++bucket.accepts;
 }
 
 bool AcceptedByServer(absl::StatusCode code) {

@@ -19,7 +19,10 @@ namespace strata {
 // over a sliding window, and the server then sees about k times the load it
 // accepts (the adaptive throttling of Google's SRE book, "Handling
 // Overload"). While the server accepts everything nothing is refused
-// locally. Thread-safe.
+// locally. A request counts once its outcome is known: when it is refused
+// locally, or when its answer is recorded. Calls still in flight are
+// neither requests nor accepts, so the burst a cold client sends before
+// its first answer does not read as refusals. Thread-safe.
 //
 // Example:
 //   if (!throttle.Allow()) return absl::ResourceExhaustedError(...);
@@ -40,10 +43,10 @@ class AdaptiveThrottle {
 
   explicit AdaptiveThrottle(const Options& options);
 
-  // Whether to send the next request. Counts it as a request either way.
+  // Whether to send the next request; counts it as a request when not.
   bool Allow();
-  // Records the server's answer to a request that Allow() let through:
-  // `accepted` as AcceptedByServer tells.
+  // Records the server's answer to a request that Allow() let through (a
+  // request, and an accept when `accepted`, as AcceptedByServer tells).
   void Record(bool accepted);
   // The probability of the next local refusal.
   double RefusalProbability();

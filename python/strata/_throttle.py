@@ -5,7 +5,10 @@ A server's refusal (RESOURCE_EXHAUSTED) is cheaper than an answer but not
 free: ten times a server's capacity in refusals takes all of its CPU. Once
 the server refuses, the client itself refuses a call with the probability
 max(0, (requests - k * accepts) / (requests + 1)) over the last `window`
-seconds, so the server sees about k times what it accepts."""
+seconds, so the server sees about k times what it accepts. A call counts
+once its outcome is known (refused here, or answered): calls in flight are
+neither requests nor accepts, so the burst a cold client sends before its
+first answer does not read as refusals."""
 
 import random
 import threading
@@ -48,19 +51,24 @@ class AdaptiveThrottle:
         return max(0.0, (requests - self._k * accepts) / (requests + 1))
 
     def allow(self):
-        """Whether to send the next call; counts it as a request either
-        way."""
+        """Whether to send the next call; counts it as a request when
+        not."""
         with self._lock:
             probability = self._probability()
+            if probability <= 0 or self._random.random() >= probability:
+                return True
             self._current()[1] += 1
-            return probability <= 0 or self._random.random() >= probability
+            return False
 
     def record(self, accepted):
-        """The server's answer to a call allow() let through: `accepted`
-        unless it refused the call for overload or its deadline passed."""
-        if accepted:
-            with self._lock:
-                self._current()[2] += 1
+        """The server's answer to a call allow() let through (a request,
+        and an accept when `accepted`: unless it refused the call for
+        overload or its deadline passed)."""
+        with self._lock:
+            bucket = self._current()
+            bucket[1] += 1
+            if accepted:
+                bucket[2] += 1
 
     def refusal_probability(self):
         with self._lock:

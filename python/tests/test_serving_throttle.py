@@ -46,6 +46,19 @@ def test_nothing_is_refused_while_the_server_accepts_everything():
     assert throttle.refusal_probability() == 0.0
 
 
+def test_calls_in_flight_do_not_count_until_answered():
+    # A cold client's first calls all leave before any answer is back.
+    clock = FakeClock()
+    throttle = AdaptiveThrottle(k=1.25, clock=clock, seed=1)
+    for _ in range(200):
+        assert throttle.allow()
+        clock.now += 0.00005
+    assert throttle.refusal_probability() == 0.0
+    for _ in range(200):
+        throttle.record(True)
+    assert throttle.refusal_probability() == 0.0
+
+
 def test_ten_times_overload_reaches_the_server_as_about_k_times_it():
     clock = FakeClock()
     throttle = AdaptiveThrottle(k=2.0, clock=clock, seed=1)

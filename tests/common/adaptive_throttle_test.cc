@@ -25,6 +25,22 @@ TEST(AdaptiveThrottleTest, NeverRefusesWhileTheServerAcceptsEverything) {
   EXPECT_EQ(throttle.RefusalProbability(), 0.0);
 }
 
+// A cold client's first calls all leave before any answer is back (its
+// connection is still being made, say): they are not refusals yet. Counted
+// as requests without accepts, they opened the throttle from the second
+// call on, and with k near 1 it did not recover.
+TEST(AdaptiveThrottleTest, CallsInFlightDoNotCountUntilAnswered) {
+  testing::FakeClock clock;
+  AdaptiveThrottle throttle(OptionsWith(&clock, 1.25));
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(throttle.Allow()) << "call " << i;
+    clock.Advance(absl::Microseconds(50));
+  }
+  EXPECT_EQ(throttle.RefusalProbability(), 0.0);
+  for (int i = 0; i < 200; ++i) throttle.Record(true);
+  EXPECT_EQ(throttle.RefusalProbability(), 0.0);
+}
+
 // Offers `offered` requests per second for `seconds` to a server that
 // accepts at most `capacity` per second; returns how many reached the
 // server in the last second.
