@@ -63,7 +63,8 @@ void WarnIfUnprotected(const char* component, absl::string_view host,
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& host, int port,
     const std::vector<grpc::Service*>& services, int* bound_port,
-    std::shared_ptr<grpc::ServerCredentials> credentials) {
+    std::shared_ptr<grpc::ServerCredentials> credentials,
+    const std::function<void(grpc::ServerBuilder&)>& configure) {
   if (credentials == nullptr) credentials = grpc::InsecureServerCredentials();
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
@@ -75,6 +76,7 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
   builder.SetMaxReceiveMessageSize(static_cast<int>(kMaxMessageBytes));
   builder.SetMaxSendMessageSize(static_cast<int>(kMaxMessageBytes));
   for (grpc::Service* service : services) builder.RegisterService(service);
+  if (configure) configure(builder);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || *bound_port == 0) {
     return absl::UnavailableError(

@@ -4,6 +4,7 @@
 #include <signal.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,12 +56,14 @@ inline constexpr uint64_t kMaxAnswerValueBytes =
 // Starts a gRPC server on host:port (port 0 picks a free one) with the
 // standard health service and `services`, refusing to share the port with
 // another process (no SO_REUSEPORT). Stores the bound port in *bound_port.
-// `credentials` null means insecure. UNAVAILABLE naming the address when it
-// cannot listen.
+// `credentials` null means insecure. `configure`, when set, is given the
+// builder just before the server starts (to add completion queues, say).
+// UNAVAILABLE naming the address when it cannot listen.
 absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpcServer(
     const std::string& host, int port,
     const std::vector<grpc::Service*>& services, int* bound_port,
-    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr);
+    std::shared_ptr<grpc::ServerCredentials> credentials = nullptr,
+    const std::function<void(grpc::ServerBuilder&)>& configure = nullptr);
 
 }  // namespace strata
 

@@ -15,10 +15,7 @@
 #include "common/logging.h"
 
 namespace strata {
-namespace {
 
-// Lowers the calling thread's priority by `increment` nice levels (Linux
-// keeps a nice value per thread; PRIO_PROCESS with a thread id sets it).
 void LowerThisThreadPriority(int increment) {
   const id_t tid = static_cast<id_t>(syscall(SYS_gettid));
   errno = 0;
@@ -31,8 +28,6 @@ void LowerThisThreadPriority(int increment) {
         << ": " << std::strerror(errno);
   }
 }
-
-}  // namespace
 
 int UsableCores() {
   // std::thread::hardware_concurrency() counts the machine's cores, not

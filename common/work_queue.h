@@ -19,6 +19,11 @@ namespace strata {
 // cpuset, taskset), at least 1.
 int UsableCores();
 
+// Lowers the calling thread's priority by `increment` nice levels, at most
+// to 19 (Linux keeps a nice value per thread); logs a warning when it
+// cannot.
+void LowerThisThreadPriority(int increment);
+
 // Load shedding for a server's data path: calls wait in a bounded queue for
 // a fixed pool of threads. A call that finds the queue full is refused at
 // once (Submit returns false: the caller answers RESOURCE_EXHAUSTED, which

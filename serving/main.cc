@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -62,17 +63,12 @@ ABSL_FLAG(std::string, unknown_keys, "zeros",
 ABSL_FLAG(int64_t, max_keys_per_request, 262144,
           "Largest number of keys one Lookup may carry.");
 ABSL_FLAG(int, request_thread_nice, 10,
-          "Nice increment (0-19) of the --request_threads: on a loaded core "
-          "gRPC's threads, which receive lookups and refuse those past "
-          "--max_queued_requests, run first, so that under overload lookups "
-          "are refused at once instead of waiting unseen in the transport "
-          "past their deadline. Nice ranks them below every other thread of "
-          "the machine (or container) too. 0: the process's priority.");
-ABSL_FLAG(bool, serve_lookups_inline, false,
-          "Serve a lookup on the gRPC thread that received it while no "
-          "lookup waits and fewer than --request_threads are being served, "
-          "instead of handing it to a request thread: less CPU and latency "
-          "per lookup, but on one busy core a longer p99 under overload.");
+          "Nice increment (0-19) of the --request_threads, which receive, "
+          "serve and answer every call: on a loaded core gRPC's remaining "
+          "threads (its executor and timers, and the followers' streams) "
+          "preempt them, rather than wait their turn behind a lookup. Nice "
+          "ranks them below every other thread of the machine (or "
+          "container) too. 0: the process's priority.");
 ABSL_FLAG(bool, auth_reads, false,
           "Lookup and Status need the --auth_token_file token too; by "
           "default reads are open.");
@@ -293,8 +289,6 @@ int Run() {
       static_cast<size_t>(absl::GetFlag(FLAGS_max_queued_requests));
   service_options.max_queue_wait =
       absl::Milliseconds(absl::GetFlag(FLAGS_max_queue_wait_ms));
-  service_options.serve_inline_when_idle =
-      absl::GetFlag(FLAGS_serve_lookups_inline);
   service_options.auth_token = security->daemon.auth_token;
   service_options.auth_reads = absl::GetFlag(FLAGS_auth_reads);
   service_options.shards = [&followers, &offline_states] {
@@ -303,14 +297,17 @@ int Run() {
   ServingService service(service_options);
 
   int bound_port = 0;
-  absl::StatusOr<std::unique_ptr<grpc::Server>> started =
-      StartGrpcServer(absl::GetFlag(FLAGS_host), config->port, {&service},
-                      &bound_port, security->daemon.credentials);
+  absl::StatusOr<std::unique_ptr<grpc::Server>> started = StartGrpcServer(
+      absl::GetFlag(FLAGS_host), config->port, {&service}, &bound_port,
+      security->daemon.credentials, [&service](grpc::ServerBuilder& builder) {
+        service.ConfigureServer(builder);
+      });
   if (!started.ok()) {
     STRATA_LOG(ERROR, kComponent) << started.status().message();
     return kExitRuntimeError;
   }
   std::unique_ptr<grpc::Server> server = *std::move(started);
+  service.StartRequestThreads();
   if (followers != nullptr) followers->Start();
 
   // The status page's charts: a sample of the traffic every second.
@@ -383,6 +380,13 @@ int Run() {
 }  // namespace strata
 
 int main(int argc, char** argv) {
+  // gRPC's default poller on Linux (epoll1) shares one epoll set between
+  // every thread waiting on any completion queue, so the followers' threads,
+  // blocked on their streams, received lookups too and handed each to a
+  // request thread: a context switch and a wake-up per lookup, 30% of the
+  // CPU and a third of the capacity (bench/RESULTS.md). With "poll" a thread
+  // polls only its own queue's sockets. An explicit setting is kept.
+  setenv("GRPC_POLL_STRATEGY", "poll", /*overwrite=*/0);
   strata::ParseCommandLineWithCluster(
       "The Strata serving parameter server: follows the training shards' "
       "change streams and answers read-only lookups.\n"

@@ -1,6 +1,8 @@
 #include "serving/serving_service.h"
 
 #include <algorithm>
+#include <deque>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +10,10 @@
 #include "common/grpc_status.h"
 #include "common/raw_message.h"
 #include "common/replica_lag.h"
+#include "common/work_queue.h"
+#include "grpc/support/time.h"
+#include "grpcpp/ext/health_check_service_server_builder_option.h"
+#include "proto/health.grpc.pb.h"
 #include "server/table_config_proto.h"
 #include "serving/status_page.h"
 
@@ -122,14 +128,255 @@ void AddShardMetrics(const std::vector<FollowState>& shards,
 
 }  // namespace
 
-ServingService::ServingService(const ServingServiceOptions& options)
-    : options_(options),
-      queue_(std::make_unique<WorkQueue>(WorkQueue::Options{
-          options.request_threads, options.max_queued_requests,
-          absl::ToChronoNanoseconds(options.max_queue_wait),
-          options.serve_inline_when_idle, options.request_thread_nice})) {}
+// grpc.health.v1.Health, served by the request threads: the server then has
+// no callback method, which would start gRPC's polling callback threads.
+class ServingService::HealthService final
+    : public grpc::health::v1::Health::WithRawMethod_Check<
+          grpc::health::v1::Health::Service> {};
 
-ServingService::~ServingService() { queue_.reset(); }
+// A call from its arrival to its answer.
+struct ServingService::Call {
+  enum class Kind { kLookup, kStatus, kHealth };
+  explicit Call(Kind call_kind) : kind(call_kind), responder(&context) {}
+  const Kind kind;
+  grpc::ServerContext context;
+  grpc::ByteBuffer request;
+  grpc::ByteBuffer response;
+  grpc::ServerAsyncResponseWriter<grpc::ByteBuffer> responder;
+  absl::Time received;
+  // Finish was called: the next event of this call is its last.
+  bool answering = false;
+};
+
+// One request thread and its completion queue. It receives lookups, refuses
+// those past its share of the queue at once, serves the oldest waiting one
+// and answers, all on the one thread: a lookup handed from gRPC's thread to
+// a pool thread and back cost two context switches and a wait for the
+// scheduler, 30-40% of the serving PS's CPU under overload. Status and
+// health checks are answered as they arrive.
+class ServingService::RequestThread {
+ public:
+  RequestThread(ServingService* service,
+                std::unique_ptr<grpc::ServerCompletionQueue> queue,
+                size_t max_waiting)
+      : service_(service),
+        queue_(std::move(queue)),
+        max_waiting_(max_waiting) {}
+
+  void Start() {
+    thread_ = std::thread([this] { Run(); });
+  }
+
+  // Once the server has shut down: only the queue's end is left to take.
+  void Stop() {
+    queue_->Shutdown();
+    if (thread_.joinable()) {
+      thread_.join();
+      return;
+    }
+    void* tag;
+    bool ok;
+    while (queue_->Next(&tag, &ok)) delete static_cast<Call*>(tag);
+  }
+
+ private:
+  using Kind = Call::Kind;
+  // Lookups requested beyond the thread's share of the queue, so that a
+  // burst of arrivals is seen (and refused) at once rather than left in
+  // gRPC.
+  static constexpr size_t kSpareLookupRequests = 16;
+  static constexpr size_t kOtherRequests = 2;  // Of Status and of Check each.
+  // Events taken at most between two lookups served: a flood of arrivals
+  // cannot starve the waiting lookups.
+  static constexpr size_t kMaxEventsPerLookup = 64;
+
+  void Run() {
+    const ServingServiceOptions& options = service_->options_;
+    if (options.request_thread_nice > 0) {
+      LowerThisThreadPriority(options.request_thread_nice);
+    }
+    for (size_t i = 0; i < max_waiting_ + kSpareLookupRequests; ++i) {
+      RequestCall(Kind::kLookup);
+    }
+    for (size_t i = 0; i < kOtherRequests; ++i) {
+      RequestCall(Kind::kStatus);
+      RequestCall(Kind::kHealth);
+    }
+    size_t events = 0;
+    while (true) {
+      void* tag = nullptr;
+      bool ok = false;
+      // Blocks only while no lookup waits; otherwise takes what is ready.
+      grpc::CompletionQueue::NextStatus next = grpc::CompletionQueue::TIMEOUT;
+      if (events < kMaxEventsPerLookup) {
+        next = queue_->AsyncNext(&tag, &ok,
+                                 waiting_.empty()
+                                     ? gpr_inf_future(GPR_CLOCK_MONOTONIC)
+                                     : gpr_time_0(GPR_CLOCK_MONOTONIC));
+      }
+      if (next == grpc::CompletionQueue::SHUTDOWN) break;
+      if (next == grpc::CompletionQueue::TIMEOUT) {
+        ServeOldest();
+        events = 0;
+        continue;
+      }
+      ++events;
+      HandleEvent(static_cast<Call*>(tag), ok);
+    }
+    for (Call* call : waiting_) delete call;
+    waiting_.clear();
+  }
+
+  void RequestCall(Kind kind) {
+    auto* call = new Call(kind);
+    grpc::ServerCompletionQueue* queue = queue_.get();
+    switch (kind) {
+      case Kind::kLookup:
+        service_->RequestLookup(&call->context, &call->request,
+                                &call->responder, queue, queue, call);
+        return;
+      case Kind::kStatus:
+        service_->RequestStatus(&call->context, &call->request,
+                                &call->responder, queue, queue, call);
+        return;
+      case Kind::kHealth:
+        service_->health_->RequestCheck(&call->context, &call->request,
+                                        &call->responder, queue, queue, call);
+        return;
+    }
+  }
+
+  void HandleEvent(Call* call, bool ok) {
+    // Answered, or a request the shutting-down server returned unmatched.
+    if (call->answering || !ok) {
+      delete call;
+      return;
+    }
+    RequestCall(call->kind);
+    call->received = service_->options_.clock->Now();
+    switch (call->kind) {
+      case Kind::kLookup:
+        Admit(call);
+        return;
+      case Kind::kStatus:
+        Answer(call, service_->ServeStatus(call->context, call->request,
+                                           &call->response));
+        return;
+      case Kind::kHealth:
+        Answer(call, AnswerHealthCheck(call->request, &call->response));
+        return;
+    }
+  }
+
+  // SERVING for the server ("") and the serving service; NOT_FOUND for any
+  // other service name, as gRPC's own health service answers.
+  static absl::Status AnswerHealthCheck(const grpc::ByteBuffer& request,
+                                        grpc::ByteBuffer* response) {
+    grpc::health::v1::HealthCheckRequest parsed;
+    absl::Status status = ParseRequest(request, "Check", &parsed);
+    if (!status.ok()) return status;
+    if (!parsed.service().empty() &&
+        parsed.service() != v1::ServingService::service_full_name()) {
+      return absl::NotFoundError(
+          absl::StrCat("no health status for service '", parsed.service(),
+                       "'; this server reports '' and '",
+                       v1::ServingService::service_full_name(), "'"));
+    }
+    grpc::health::v1::HealthCheckResponse answer;
+    answer.set_status(grpc::health::v1::HealthCheckResponse::SERVING);
+    SerializeResponse(answer, response);
+    return absl::OkStatus();
+  }
+
+  void Admit(Call* call) {
+    if (absl::Status authorized =
+            service_->AuthorizeRead(call->context, kLookup);
+        !authorized.ok()) {
+      Answer(call, authorized);
+      return;
+    }
+    if (waiting_.size() >= max_waiting_) {
+      Answer(call, absl::ResourceExhaustedError(absl::StrCat(
+                       "overloaded: ", max_waiting_,
+                       " lookups wait already for this request thread "
+                       "(--max_queued_requests over --request_threads); "
+                       "retry later")));
+      return;
+    }
+    const absl::Duration max_wait = service_->options_.max_queue_wait;
+    if (max_wait > absl::ZeroDuration() && !waiting_.empty() &&
+        call->received - waiting_.front()->received > max_wait) {
+      Answer(call, absl::ResourceExhaustedError(absl::StrCat(
+                       "overloaded: the oldest waiting lookup has waited over ",
+                       absl::ToDoubleMilliseconds(max_wait),
+                       " ms (--max_queue_wait_ms); retry later")));
+      return;
+    }
+    waiting_.push_back(call);
+  }
+
+  void ServeOldest() {
+    if (waiting_.empty()) return;
+    Call* call = waiting_.front();
+    waiting_.pop_front();
+    if (call->context.deadline() <= std::chrono::system_clock::now()) {
+      // Its caller has given up: no work is done for it.
+      Answer(call, absl::DeadlineExceededError(
+                       "dropped unprocessed: the lookup's deadline passed "
+                       "while it waited to be served"));
+      return;
+    }
+    Answer(call, service_->ServeLookup(call->request, &call->response));
+  }
+
+  void Answer(Call* call, const absl::Status& status) {
+    call->answering = true;
+    if (call->kind != Kind::kHealth) {
+      service_->Record(call->kind == Kind::kLookup ? kLookup : kStatus,
+                       status.code(),
+                       service_->options_.clock->Now() - call->received);
+    }
+    if (status.ok()) {
+      call->responder.Finish(call->response, grpc::Status::OK, call);
+    } else {
+      call->responder.FinishWithError(ToGrpcStatus(status), call);
+    }
+  }
+
+  ServingService* const service_;
+  const std::unique_ptr<grpc::ServerCompletionQueue> queue_;
+  const size_t max_waiting_;
+  // Lookups received, not yet served, oldest first; only the thread
+  // touches it.
+  std::deque<Call*> waiting_;
+  std::thread thread_;
+};
+
+ServingService::ServingService(const ServingServiceOptions& options)
+    : options_(options), health_(std::make_unique<HealthService>()) {}
+
+ServingService::~ServingService() {
+  for (auto& thread : request_threads_) thread->Stop();
+}
+
+void ServingService::ConfigureServer(grpc::ServerBuilder& builder) {
+  // Passing no service turns gRPC's own off for this server.
+  builder.SetOption(
+      std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
+  builder.RegisterService(health_.get());
+  const size_t threads = static_cast<size_t>(
+      options_.request_threads > 0 ? options_.request_threads : UsableCores());
+  const size_t share =
+      std::max<size_t>(1, options_.max_queued_requests / threads);
+  for (size_t i = 0; i < threads; ++i) {
+    request_threads_.push_back(std::make_unique<RequestThread>(
+        this, builder.AddCompletionQueue(), share));
+  }
+}
+
+void ServingService::StartRequestThreads() {
+  for (auto& thread : request_threads_) thread->Start();
+}
 
 void ServingService::Record(Method method, absl::StatusCode code,
                             absl::Duration latency) {
@@ -139,11 +386,21 @@ void ServingService::Record(Method method, absl::StatusCode code,
   latency_[method].Observe(absl::ToDoubleSeconds(latency));
 }
 
-absl::Status ServingService::AuthorizeRead(grpc::CallbackServerContext* context,
-                                           Method method) const {
+absl::Status ServingService::AuthorizeRead(
+    const grpc::ServerContextBase& context, Method method) const {
   if (!options_.auth_reads) return absl::OkStatus();
-  return CheckBearerToken(context->client_metadata(), options_.auth_token,
+  return CheckBearerToken(context.client_metadata(), options_.auth_token,
                           kMethodNames[method]);
+}
+
+absl::Status ServingService::ServeLookup(const grpc::ByteBuffer& request,
+                                         grpc::ByteBuffer* response) {
+  v1::LookupRequest parsed;
+  absl::Status status = ParseRequest(request, "Lookup", &parsed);
+  v1::LookupResponse answer;
+  if (status.ok()) status = DoLookup(parsed, answer);
+  if (status.ok()) SerializeResponse(answer, response);
+  return status;
 }
 
 absl::Status ServingService::DoLookup(const v1::LookupRequest& request,
@@ -196,50 +453,18 @@ void ServingService::DoStatus(v1::ServingStatusResponse& response) {
   }
 }
 
-grpc::ServerUnaryReactor* ServingService::Lookup(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  const absl::Time start = options_.clock->Now();
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  auto finish = [this, reactor, start](const absl::Status& status) {
-    Record(kLookup, status.code(), options_.clock->Now() - start);
-    reactor->Finish(ToGrpcStatus(status));
-  };
-  if (absl::Status authorized = AuthorizeRead(context, kLookup);
-      !authorized.ok()) {
-    finish(authorized);
-    return reactor;
-  }
-  queue_->SubmitCall(
-      context->deadline(), [context] { return context->IsCancelled(); },
-      [this, request, response] {
-        v1::LookupRequest parsed;
-        absl::Status status = ParseRequest(*request, "Lookup", &parsed);
-        v1::LookupResponse answer;
-        if (status.ok()) status = DoLookup(parsed, answer);
-        if (status.ok()) SerializeResponse(answer, response);
-        return status;
-      },
-      std::move(finish), "lookup");
-  return reactor;
-}
-
-grpc::ServerUnaryReactor* ServingService::Status(
-    grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
-    grpc::ByteBuffer* response) {
-  const absl::Time start = options_.clock->Now();
+absl::Status ServingService::ServeStatus(const grpc::ServerContextBase& context,
+                                         const grpc::ByteBuffer& request,
+                                         grpc::ByteBuffer* response) {
   absl::Status status = AuthorizeRead(context, kStatus);
   v1::ServingStatusRequest parsed;
-  if (status.ok()) status = ParseRequest(*request, "Status", &parsed);
+  if (status.ok()) status = ParseRequest(request, "Status", &parsed);
   if (status.ok()) {
     v1::ServingStatusResponse answer;
     DoStatus(answer);
     SerializeResponse(answer, response);
   }
-  Record(kStatus, status.code(), options_.clock->Now() - start);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
+  return status;
 }
 
 std::string ServingService::StatusPage(int refresh_seconds) {

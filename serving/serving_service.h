@@ -15,7 +15,6 @@
 #include "common/daemon.h"
 #include "common/metrics.h"
 #include "common/rate_history.h"
-#include "common/work_queue.h"
 #include "proto/strata.grpc.pb.h"
 #include "serving/serving_store.h"
 #include "serving/shard_follower.h"
@@ -34,21 +33,20 @@ struct ServingServiceOptions {
   // Bytes of values one Lookup may answer with (keys x dim x 4), checked
   // before anything is looked up. Default: 512 MiB less room for framing.
   uint64_t max_response_bytes = kMaxAnswerValueBytes;
-  // Lookups wait for `request_threads` threads (0: the machine's cores) in
-  // a queue of at most `max_queued_requests`; past it they are refused with
-  // RESOURCE_EXHAUSTED at once, and one whose deadline passed while it
-  // waited is dropped unprocessed (DEADLINE_EXCEEDED). Defaults: 0, 64.
+  // Lookups are received, served and answered by `request_threads` threads
+  // (0: the machine's cores), each polling a completion queue of its own:
+  // no hand-over between threads on a lookup's path. A thread takes every
+  // lookup that has arrived before serving the oldest waiting one, so it
+  // refuses (RESOURCE_EXHAUSTED) those past `max_queued_requests` (split
+  // evenly between the threads, at least 1 each) as they arrive; one whose
+  // deadline passed while it waited is dropped unprocessed
+  // (DEADLINE_EXCEEDED). Defaults: 0, 64.
   int request_threads = 0;
   size_t max_queued_requests = 64;
-  // Also refused while the oldest waiting one has waited longer than this
-  // (common/work_queue.h); zero: no such bound. Default: zero.
+  // Also refused while a thread's oldest waiting lookup has waited longer
+  // than this; zero: no such bound. Default: zero.
   absl::Duration max_queue_wait = absl::ZeroDuration();
-  // Serve a lookup on gRPC's thread when no lookup waits and a request
-  // thread's slot is free (common/work_queue.h). Default: false.
-  bool serve_inline_when_idle = false;
-  // Nice increment of the request threads, so that gRPC's threads, which
-  // receive lookups and refuse the excess, come first on a loaded core
-  // (WorkQueue::Options::thread_nice). Default: 0.
+  // Nice increment (0-19) of the request threads. Default: 0.
   int request_thread_nice = 0;
   // The bearer token that protected calls must carry; empty: no check.
   // Lookup and Status are reads: they need it only with auth_reads.
@@ -60,24 +58,41 @@ struct ServingServiceOptions {
 
 // The gRPC adapter of the serving PS (ServingService: Lookup, Status):
 // read-only, so the training service's writes are not even registered on
-// its port. Thread-safe.
-class ServingService final
-    : public v1::ServingService::WithRawCallbackMethod_Lookup<
-          v1::ServingService::WithRawCallbackMethod_Status<
-              v1::ServingService::CallbackService>> {
+// its port. Every call (Lookup, Status and grpc.health.v1.Health/Check,
+// which replaces gRPC's own health service) is served through the
+// asynchronous API by the service's request threads, each polling a
+// completion queue of its own (ServingServiceOptions::request_threads): a
+// callback method anywhere in the server would start gRPC's threads for
+// callbacks, and they poll the sockets too, taking lookups from the request
+// threads and handing them over at the cost of a context switch each. For
+// the same reason the process should use gRPC's "poll" poller
+// (GRPC_POLL_STRATEGY, which strata-serving's main sets): with epoll1 every
+// thread waiting on any completion queue polls these sockets as well.
+// Requests are parsed from raw bytes, so that one that does not parse gets
+// INVALID_ARGUMENT naming the method. Thread-safe.
+//
+// Example:
+//   ServingService service(options);
+//   grpc::ServerBuilder builder;
+//   builder.RegisterService(&service);
+//   service.ConfigureServer(builder);
+//   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+//   service.StartRequestThreads();
+//   ...
+//   server->Shutdown();  // Before the service is destroyed.
+class ServingService final : public v1::ServingService::WithRawMethod_Lookup<
+                                 v1::ServingService::WithRawMethod_Status<
+                                     v1::ServingService::Service>> {
  public:
   explicit ServingService(const ServingServiceOptions& options);
-  // Finishes the lookups still queued.
+  // Stops the request threads; the server must have been shut down.
   ~ServingService() override;
 
-  // Served raw (serialized bytes in and out), so that a request that does
-  // not parse gets INVALID_ARGUMENT naming the method.
-  grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* context,
-                                   const grpc::ByteBuffer* request,
-                                   grpc::ByteBuffer* response) override;
-  grpc::ServerUnaryReactor* Status(grpc::CallbackServerContext* context,
-                                   const grpc::ByteBuffer* request,
-                                   grpc::ByteBuffer* response) override;
+  // Before the server starts: registers the health service in place of
+  // gRPC's and adds the request threads' completion queues.
+  void ConfigureServer(grpc::ServerBuilder& builder);
+  // Starts the request threads; once the server has started.
+  void StartRequestThreads();
 
   // The domain logic of each RPC, without gRPC; public for tests.
   // NOT_FOUND for an unknown table, INVALID_ARGUMENT for no keys or more
@@ -101,10 +116,20 @@ class ServingService final
   enum Method { kLookup, kStatus, kMethods };
   static constexpr size_t kCodes = 17;
 
+  struct Call;
+  class HealthService;
+  class RequestThread;
+
   void Record(Method method, absl::StatusCode code, absl::Duration latency);
   // OK unless reads need the token and the call lacks it.
-  absl::Status AuthorizeRead(grpc::CallbackServerContext* context,
+  absl::Status AuthorizeRead(const grpc::ServerContextBase& context,
                              Method method) const;
+  // Parse a request and serve it into `response`.
+  absl::Status ServeLookup(const grpc::ByteBuffer& request,
+                           grpc::ByteBuffer* response);
+  absl::Status ServeStatus(const grpc::ServerContextBase& context,
+                           const grpc::ByteBuffer& request,
+                           grpc::ByteBuffer* response);
 
   const ServingServiceOptions options_;
   std::array<std::array<std::atomic<uint64_t>, kCodes>, kMethods> requests_{};
@@ -114,8 +139,8 @@ class ServingService final
   RateHistory traffic_{{absl::MakeConstSpan(AtomicHistogram::kLatencySeconds)}};
   std::atomic<uint64_t> keys_{0};
   std::atomic<uint64_t> missing_keys_{0};
-  // Last member: destroyed first, finishing the lookups it still holds.
-  std::unique_ptr<WorkQueue> queue_;
+  std::unique_ptr<HealthService> health_;
+  std::vector<std::unique_ptr<RequestThread>> request_threads_;
 };
 
 }  // namespace strata
