@@ -28,9 +28,7 @@ ABSL_FLAG(int, request_threads, 0,
 ABSL_FLAG(int64_t, max_queued_requests, 64,
           "Data path requests waiting for a thread; past it one is refused "
           "at once with RESOURCE_EXHAUSTED (clients retry with backoff), and "
-          "one whose deadline passed while it waited is dropped unprocessed. "
-          "strata-serving splits it evenly between its --request_threads "
-          "(at least 1 each), which each receive their own lookups.");
+          "one whose deadline passed while it waited is dropped unprocessed.");
 ABSL_FLAG(double, max_queue_wait_ms, 0,
           "While the oldest waiting data path request has waited longer than "
           "this, new ones are refused at once with RESOURCE_EXHAUSTED: a "

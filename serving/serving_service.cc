@@ -148,53 +148,27 @@ struct ServingService::Call {
   bool answering = false;
 };
 
-// One request thread and its completion queue. It receives lookups, refuses
-// those past its share of the queue at once, serves the oldest waiting one
-// and answers, all on the one thread: a lookup handed from gRPC's thread to
-// a pool thread and back cost two context switches and a wait for the
-// scheduler, 30-40% of the serving PS's CPU under overload. Status and
-// health checks are answered as they arrive.
-class ServingService::RequestThread {
+// The request threads and the completion queue they all poll. A thread
+// takes every call that has arrived, refuses lookups past the queue at once,
+// serves the oldest waiting lookup and answers, and polls again: a lookup
+// is received, served and answered without being handed to another thread
+// (two context switches and a wake-up each, a third of the serving PS's CPU
+// under overload when gRPC's threads received and the pool served). The
+// threads share one queue of waiting lookups, so that the calls of a single
+// connection (which gRPC matches to one completion queue) spread over all
+// of them. Status and health checks are answered as they arrive.
+class ServingService::RequestThreads {
  public:
-  RequestThread(ServingService* service,
-                std::unique_ptr<grpc::ServerCompletionQueue> queue,
-                size_t max_waiting)
+  RequestThreads(ServingService* service,
+                 std::unique_ptr<grpc::ServerCompletionQueue> queue,
+                 size_t threads)
       : service_(service),
         queue_(std::move(queue)),
-        max_waiting_(max_waiting) {}
+        num_threads_(threads),
+        max_waiting_(
+            std::max<size_t>(1, service->options_.max_queued_requests)) {}
 
   void Start() {
-    thread_ = std::thread([this] { Run(); });
-  }
-
-  // Once the server has shut down: only the queue's end is left to take.
-  void Stop() {
-    queue_->Shutdown();
-    if (thread_.joinable()) {
-      thread_.join();
-      return;
-    }
-    void* tag;
-    bool ok;
-    while (queue_->Next(&tag, &ok)) delete static_cast<Call*>(tag);
-  }
-
- private:
-  using Kind = Call::Kind;
-  // Lookups requested beyond the thread's share of the queue, so that a
-  // burst of arrivals is seen (and refused) at once rather than left in
-  // gRPC.
-  static constexpr size_t kSpareLookupRequests = 16;
-  static constexpr size_t kOtherRequests = 2;  // Of Status and of Check each.
-  // Events taken at most between two lookups served: a flood of arrivals
-  // cannot starve the waiting lookups.
-  static constexpr size_t kMaxEventsPerLookup = 64;
-
-  void Run() {
-    const ServingServiceOptions& options = service_->options_;
-    if (options.request_thread_nice > 0) {
-      LowerThisThreadPriority(options.request_thread_nice);
-    }
     for (size_t i = 0; i < max_waiting_ + kSpareLookupRequests; ++i) {
       RequestCall(Kind::kLookup);
     }
@@ -202,6 +176,40 @@ class ServingService::RequestThread {
       RequestCall(Kind::kStatus);
       RequestCall(Kind::kHealth);
     }
+    for (size_t i = 0; i < num_threads_; ++i) {
+      threads_.emplace_back([this] { Run(); });
+    }
+  }
+
+  // Once the server has shut down: only the queue's end is left to take.
+  void Stop() {
+    queue_->Shutdown();
+    if (!threads_.empty()) {
+      for (std::thread& thread : threads_) thread.join();
+      threads_.clear();
+    } else {
+      void* tag;
+      bool ok;
+      while (queue_->Next(&tag, &ok)) delete static_cast<Call*>(tag);
+    }
+    absl::MutexLock lock(&mu_);
+    for (Call* call : waiting_) delete call;
+    waiting_.clear();
+  }
+
+ private:
+  using Kind = Call::Kind;
+  // Lookups requested beyond the queue, so that a burst of arrivals is seen
+  // (and refused) at once rather than left in gRPC.
+  static constexpr size_t kSpareLookupRequests = 16;
+  static constexpr size_t kOtherRequests = 2;  // Of Status and of Check each.
+  // Events a thread takes at most between two lookups it serves: a flood of
+  // arrivals cannot starve the waiting lookups.
+  static constexpr size_t kMaxEventsPerLookup = 64;
+
+  void Run() {
+    const int nice = service_->options_.request_thread_nice;
+    if (nice > 0) LowerThisThreadPriority(nice);
     size_t events = 0;
     while (true) {
       void* tag = nullptr;
@@ -210,11 +218,11 @@ class ServingService::RequestThread {
       grpc::CompletionQueue::NextStatus next = grpc::CompletionQueue::TIMEOUT;
       if (events < kMaxEventsPerLookup) {
         next = queue_->AsyncNext(&tag, &ok,
-                                 waiting_.empty()
-                                     ? gpr_inf_future(GPR_CLOCK_MONOTONIC)
-                                     : gpr_time_0(GPR_CLOCK_MONOTONIC));
+                                 AnyWaiting()
+                                     ? gpr_time_0(GPR_CLOCK_MONOTONIC)
+                                     : gpr_inf_future(GPR_CLOCK_MONOTONIC));
       }
-      if (next == grpc::CompletionQueue::SHUTDOWN) break;
+      if (next == grpc::CompletionQueue::SHUTDOWN) return;
       if (next == grpc::CompletionQueue::TIMEOUT) {
         ServeOldest();
         events = 0;
@@ -223,8 +231,11 @@ class ServingService::RequestThread {
       ++events;
       HandleEvent(static_cast<Call*>(tag), ok);
     }
-    for (Call* call : waiting_) delete call;
-    waiting_.clear();
+  }
+
+  bool AnyWaiting() {
+    absl::MutexLock lock(&mu_);
+    return !waiting_.empty();
   }
 
   void RequestCall(Kind kind) {
@@ -295,30 +306,38 @@ class ServingService::RequestThread {
       Answer(call, authorized);
       return;
     }
+    absl::Status refused = TryQueue(call);
+    if (!refused.ok()) Answer(call, refused);
+  }
+
+  // OK when `call` now waits; otherwise why it is refused.
+  absl::Status TryQueue(Call* call) {
+    absl::MutexLock lock(&mu_);
     if (waiting_.size() >= max_waiting_) {
-      Answer(call, absl::ResourceExhaustedError(absl::StrCat(
-                       "overloaded: ", max_waiting_,
-                       " lookups wait already for this request thread "
-                       "(--max_queued_requests over --request_threads); "
-                       "retry later")));
-      return;
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "overloaded: ", max_waiting_,
+          " lookups wait already (--max_queued_requests); retry later"));
     }
     const absl::Duration max_wait = service_->options_.max_queue_wait;
     if (max_wait > absl::ZeroDuration() && !waiting_.empty() &&
         call->received - waiting_.front()->received > max_wait) {
-      Answer(call, absl::ResourceExhaustedError(absl::StrCat(
-                       "overloaded: the oldest waiting lookup has waited over ",
+      return absl::ResourceExhaustedError(
+          absl::StrCat("overloaded: the oldest waiting lookup has waited over ",
                        absl::ToDoubleMilliseconds(max_wait),
-                       " ms (--max_queue_wait_ms); retry later")));
-      return;
+                       " ms (--max_queue_wait_ms); retry later"));
     }
     waiting_.push_back(call);
+    return absl::OkStatus();
   }
 
   void ServeOldest() {
-    if (waiting_.empty()) return;
-    Call* call = waiting_.front();
-    waiting_.pop_front();
+    Call* call = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (waiting_.empty()) return;
+      call = waiting_.front();
+      waiting_.pop_front();
+    }
     if (call->context.deadline() <= std::chrono::system_clock::now()) {
       // Its caller has given up: no work is done for it.
       Answer(call, absl::DeadlineExceededError(
@@ -345,18 +364,19 @@ class ServingService::RequestThread {
 
   ServingService* const service_;
   const std::unique_ptr<grpc::ServerCompletionQueue> queue_;
+  const size_t num_threads_;
   const size_t max_waiting_;
-  // Lookups received, not yet served, oldest first; only the thread
-  // touches it.
-  std::deque<Call*> waiting_;
-  std::thread thread_;
+  absl::Mutex mu_;
+  // Lookups received, not yet served, oldest first.
+  std::deque<Call*> waiting_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::thread> threads_;
 };
 
 ServingService::ServingService(const ServingServiceOptions& options)
     : options_(options), health_(std::make_unique<HealthService>()) {}
 
 ServingService::~ServingService() {
-  for (auto& thread : request_threads_) thread->Stop();
+  if (request_threads_ != nullptr) request_threads_->Stop();
 }
 
 void ServingService::ConfigureServer(grpc::ServerBuilder& builder) {
@@ -364,18 +384,15 @@ void ServingService::ConfigureServer(grpc::ServerBuilder& builder) {
   builder.SetOption(
       std::make_unique<grpc::HealthCheckServiceServerBuilderOption>(nullptr));
   builder.RegisterService(health_.get());
-  const size_t threads = static_cast<size_t>(
-      options_.request_threads > 0 ? options_.request_threads : UsableCores());
-  const size_t share =
-      std::max<size_t>(1, options_.max_queued_requests / threads);
-  for (size_t i = 0; i < threads; ++i) {
-    request_threads_.push_back(std::make_unique<RequestThread>(
-        this, builder.AddCompletionQueue(), share));
-  }
+  request_threads_ = std::make_unique<RequestThreads>(
+      this, builder.AddCompletionQueue(),
+      static_cast<size_t>(options_.request_threads > 0
+                              ? options_.request_threads
+                              : UsableCores()));
 }
 
 void ServingService::StartRequestThreads() {
-  for (auto& thread : request_threads_) thread->Start();
+  if (request_threads_ != nullptr) request_threads_->Start();
 }
 
 void ServingService::Record(Method method, absl::StatusCode code,

@@ -34,17 +34,16 @@ struct ServingServiceOptions {
   // before anything is looked up. Default: 512 MiB less room for framing.
   uint64_t max_response_bytes = kMaxAnswerValueBytes;
   // Lookups are received, served and answered by `request_threads` threads
-  // (0: the machine's cores), each polling a completion queue of its own:
-  // no hand-over between threads on a lookup's path. A thread takes every
-  // lookup that has arrived before serving the oldest waiting one, so it
-  // refuses (RESOURCE_EXHAUSTED) those past `max_queued_requests` (split
-  // evenly between the threads, at least 1 each) as they arrive; one whose
-  // deadline passed while it waited is dropped unprocessed
-  // (DEADLINE_EXCEEDED). Defaults: 0, 64.
+  // (0: the machine's cores) polling the server's completion queue: no
+  // hand-over between threads on a lookup's path. A thread takes every
+  // lookup that has arrived before serving the oldest waiting one, so those
+  // past `max_queued_requests` waiting are refused (RESOURCE_EXHAUSTED) as
+  // they arrive; one whose deadline passed while it waited is dropped
+  // unprocessed (DEADLINE_EXCEEDED). Defaults: 0, 64.
   int request_threads = 0;
   size_t max_queued_requests = 64;
-  // Also refused while a thread's oldest waiting lookup has waited longer
-  // than this; zero: no such bound. Default: zero.
+  // Also refused while the oldest waiting lookup has waited longer than
+  // this; zero: no such bound. Default: zero.
   absl::Duration max_queue_wait = absl::ZeroDuration();
   // Nice increment (0-19) of the request threads. Default: 0.
   int request_thread_nice = 0;
@@ -60,8 +59,8 @@ struct ServingServiceOptions {
 // read-only, so the training service's writes are not even registered on
 // its port. Every call (Lookup, Status and grpc.health.v1.Health/Check,
 // which replaces gRPC's own health service) is served through the
-// asynchronous API by the service's request threads, each polling a
-// completion queue of its own (ServingServiceOptions::request_threads): a
+// asynchronous API by the service's request threads, which poll the
+// server's completion queue (ServingServiceOptions::request_threads): a
 // callback method anywhere in the server would start gRPC's threads for
 // callbacks, and they poll the sockets too, taking lookups from the request
 // threads and handing them over at the cost of a context switch each. For
@@ -89,7 +88,7 @@ class ServingService final : public v1::ServingService::WithRawMethod_Lookup<
   ~ServingService() override;
 
   // Before the server starts: registers the health service in place of
-  // gRPC's and adds the request threads' completion queues.
+  // gRPC's and adds the request threads' completion queue.
   void ConfigureServer(grpc::ServerBuilder& builder);
   // Starts the request threads; once the server has started.
   void StartRequestThreads();
@@ -118,7 +117,7 @@ class ServingService final : public v1::ServingService::WithRawMethod_Lookup<
 
   struct Call;
   class HealthService;
-  class RequestThread;
+  class RequestThreads;
 
   void Record(Method method, absl::StatusCode code, absl::Duration latency);
   // OK unless reads need the token and the call lacks it.
@@ -140,7 +139,7 @@ class ServingService final : public v1::ServingService::WithRawMethod_Lookup<
   std::atomic<uint64_t> keys_{0};
   std::atomic<uint64_t> missing_keys_{0};
   std::unique_ptr<HealthService> health_;
-  std::vector<std::unique_ptr<RequestThread>> request_threads_;
+  std::unique_ptr<RequestThreads> request_threads_;
 };
 
 }  // namespace strata
