@@ -150,10 +150,10 @@ struct ServingService::Call {
 
 // The request threads and the completion queue they all poll. A thread
 // takes every call that has arrived, refuses lookups past the queue at once,
-// serves the oldest waiting lookup and answers, and polls again: a lookup
-// is received, served and answered without being handed to another thread
-// (two context switches and a wake-up each, a third of the serving PS's CPU
-// under overload when gRPC's threads received and the pool served). The
+// serves the oldest waiting lookup and answers, and polls again: no thread
+// wakes another for a lookup (two context switches and a wake-up each, a
+// third of the serving PS's CPU under overload when gRPC's threads received
+// and a pool served). The
 // threads share one queue of waiting lookups, so that the calls of a single
 // connection (which gRPC matches to one completion queue) spread over all
 // of them. Status and health checks are answered as they arrive.
