@@ -15,6 +15,7 @@
 #include "grpcpp/ext/health_check_service_server_builder_option.h"
 #include "proto/health.grpc.pb.h"
 #include "server/table_config_proto.h"
+#include "serving/internal/lookup_wire.h"
 #include "serving/status_page.h"
 
 namespace strata {
@@ -414,14 +415,12 @@ absl::Status ServingService::ServeLookup(const grpc::ByteBuffer& request,
                                          grpc::ByteBuffer* response) {
   v1::LookupRequest parsed;
   absl::Status status = ParseRequest(request, "Lookup", &parsed);
-  v1::LookupResponse answer;
-  if (status.ok()) status = DoLookup(parsed, answer);
-  if (status.ok()) SerializeResponse(answer, response);
+  if (status.ok()) status = DoLookup(parsed, response);
   return status;
 }
 
 absl::Status ServingService::DoLookup(const v1::LookupRequest& request,
-                                      v1::LookupResponse& response) {
+                                      grpc::ByteBuffer* response) {
   if (request.keys().empty()) {
     return absl::InvalidArgumentError("lookup request holds no keys");
   }
@@ -442,15 +441,13 @@ absl::Status ServingService::DoLookup(const v1::LookupRequest& request,
         " keys of dimension ", config->dim, "), over the limit of ",
         options_.max_response_bytes, " bytes: look up fewer keys per request"));
   }
-  response.set_dim(config->dim);
-  response.mutable_values()->Resize(static_cast<int>(n * config->dim), 0.0f);
+  serving_internal::LookupResponseWriter answer(n * config->dim);
   absl::StatusOr<size_t> missing = options_.store->Lookup(
       request.table(),
       absl::MakeConstSpan(request.keys().data(), request.keys_size()),
-      absl::MakeSpan(response.mutable_values()->mutable_data(),
-                     response.values_size()));
+      answer.values());
   if (!missing.ok()) return missing.status();
-  response.set_num_missing(static_cast<uint32_t>(*missing));
+  *response = answer.Finish(config->dim, static_cast<uint32_t>(*missing));
   keys_ += n;
   missing_keys_ += *missing;
   return absl::OkStatus();

@@ -95,9 +95,10 @@ class ServingService final : public v1::ServingService::WithRawMethod_Lookup<
 
   // The domain logic of each RPC, without gRPC; public for tests.
   // NOT_FOUND for an unknown table, INVALID_ARGUMENT for no keys or more
-  // than max_keys_per_request.
+  // than max_keys_per_request. Writes the answer's wire bytes to
+  // `response`.
   absl::Status DoLookup(const v1::LookupRequest& request,
-                        v1::LookupResponse& response);
+                        grpc::ByteBuffer* response);
   void DoStatus(v1::ServingStatusResponse& response);
 
   // The /metrics families of the requests (counts by code, latency
