@@ -6,7 +6,9 @@
 #     acknowledgement to its row being visible at serving;
 #  2. lookup latency: 1000-key lookups of dimension 64 from a 1M-row table,
 #     first closed loop to find the maximum rate, then open loop at 25%, 50%
-#     and 90% of it, and at 2x and 10x of it (overload, a 50 ms deadline).
+#     and 90% of it, and at 2x and 10x of it (overload, a 50 ms deadline),
+#     each with strata-serving's CPU-seconds per million keys answered
+#     (user + system over the measured window, from /proc).
 # Writes a markdown table to stdout and to $OUT_DIR/serving.md.
 #
 # Usage: bench/run_serving.sh [BUILD_DIR]   (default: ./build)
@@ -34,8 +36,9 @@ SHARD="127.0.0.1:$(cat "$WORK/shard.port")"
 "$BIN/strata-serving" --port=0 --port_file="$WORK/serving.port" \
   --shards="$SHARD" --data_dir="$WORK/serving" --cache_rows="$CACHE_ROWS" \
   --log_level=warning ${SERVING_FLAGS:-} 2>"$WORK/serving.log" &
-PIDS+=($!)
-wait_file "$WORK/serving.port" "${PIDS[-1]}"
+SERVING_PID=$!
+PIDS+=($SERVING_PID)
+wait_file "$WORK/serving.port" "$SERVING_PID"
 SERVING="127.0.0.1:$(cat "$WORK/serving.port")"
 
 "$BIN/strata-bench" --mode=load --shards="$SHARD" --table=bench --dim="$DIM" \
@@ -57,20 +60,24 @@ run() {
   local requests seconds
   requests=$(f requests)
   seconds=$(f seconds)
-  ROWS+=("| $label | $(awk -v r="$requests" -v s="$seconds" 'BEGIN { printf "%.0f", r / s }') | $(f p50) | $(f p99) | $(f p999) | $(f errors) |")
+  # "cpu_s/Mkeys=T(client C + servers S)": S, when the run counted it.
+  local serving_cpu
+  serving_cpu=$(sed -n 's/.*servers \([0-9.]*\)).*/\1/p' <<<"$line")
+  ROWS+=("| $label | $(awk -v r="$requests" -v s="$seconds" 'BEGIN { printf "%.0f", r / s }') | $(f p50) | $(f p99) | $(f p999) | $(f errors) | ${serving_cpu:--} |")
 }
 
 run "freshness, 100k keys/s pushed in 1000-key pushes" --mode=freshness \
   --shards="$SHARD" --serving="$SERVING" --table=fresh --batch=1000 \
   --push_keys_per_s=100000
 run "lookup 1000 keys, closed loop, 8 in flight" --mode=serving-lookup \
-  --serving="$SERVING" --table=bench --batch=1000 --inflight=8
+  --serving="$SERVING" --table=bench --batch=1000 --inflight=8 \
+  --server_pids="$SERVING_PID"
 MAX_QPS=$(tr ' ' '\n' <<<"$LAST" | awk -F= '$1 == "requests" { r = $2 } $1 == "seconds" { s = $2 } END { printf "%.0f", r / s }')
 for percent in 25 50 90; do
   qps=$((MAX_QPS * percent / 100))
   run "lookup 1000 keys, open loop at ${percent}% (${qps}/s)" \
     --mode=serving-lookup --serving="$SERVING" --table=bench --batch=1000 \
-    --qps="$qps"
+    --qps="$qps" --server_pids="$SERVING_PID"
 done
 # Overload: open loop past the maximum, with an online caller's deadline
 # (OVERLOAD_TIMEOUT_MS). requests/s counts the answered ones (goodput);
@@ -79,12 +86,13 @@ for factor in ${OVERLOAD_FACTORS:-2 10}; do
   qps=$((MAX_QPS * factor))
   run "lookup 1000 keys, open loop at ${factor}x (${qps}/s), ${OVERLOAD_TIMEOUT_MS:-50} ms deadline" \
     --mode=serving-lookup --serving="$SERVING" --table=bench --batch=1000 \
-    --qps="$qps" --timeout_ms="${OVERLOAD_TIMEOUT_MS:-50}"
+    --qps="$qps" --timeout_ms="${OVERLOAD_TIMEOUT_MS:-50}" \
+    --server_pids="$SERVING_PID"
 done
 
 mkdir -p "$OUT_DIR"
 {
-  echo "| run | requests/s | p50 ms | p99 ms | p999 ms | errors |"
-  echo "| --- | ---: | ---: | ---: | ---: | ---: |"
+  echo "| run | requests/s | p50 ms | p99 ms | p999 ms | errors | serving CPU-s per M keys |"
+  echo "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"
   printf '%s\n' "${ROWS[@]}"
 } | tee "$OUT_DIR/serving.md"

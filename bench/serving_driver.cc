@@ -55,21 +55,40 @@ struct LookupCall {
   uint64_t keys = 0;
 };
 
-}  // namespace
-
-absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
-  grpc::GenericStub stub(ServingChannel(options.serving));
-  const std::vector<std::vector<uint64_t>> batches =
-      MakeKeyBatches(options, 0, PoolSize(options));
-  std::vector<grpc::ByteBuffer> requests(batches.size());
-  for (size_t i = 0; i < batches.size(); ++i) {
-    v1::LookupRequest request;
-    request.set_table(options.table);
-    request.mutable_keys()->Add(batches[i].begin(), batches[i].end());
-    const std::string bytes = request.SerializeAsString();
-    grpc::Slice slice(bytes);
-    requests[i] = grpc::ByteBuffer(&slice, 1);
+// In-flight lookups; the closed loop's sender sleeps while `inflight` are
+// out rather than spinning, which on a small machine would take the CPU
+// that the server under test needs.
+class Outstanding {
+ public:
+  void Add() {
+    absl::MutexLock lock(&mu_);
+    ++count_;
   }
+  void Done() {
+    absl::MutexLock lock(&mu_);
+    --count_;
+  }
+  // Returns once fewer than `limit` are out.
+  void WaitBelow(int64_t limit) {
+    absl::MutexLock lock(&mu_);
+    auto below = [this, limit]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return count_ < limit;
+    };
+    mu_.Await(absl::Condition(&below));
+  }
+
+ private:
+  absl::Mutex mu_;
+  int64_t count_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Sends lookups until the window is over, closed loop or at options.qps,
+// and reaps their answers on a second thread.
+RunResult SendLookups(const BenchOptions& options,
+                      const std::vector<grpc::ByteBuffer>& requests,
+                      const std::vector<std::vector<uint64_t>>& batches,
+                      const Window& window) {
+  grpc::GenericStub stub(ServingChannel(options.serving));
   std::unique_ptr<AdaptiveThrottle> throttle;
   if (options.client_throttle_k > 0) {
     AdaptiveThrottle::Options throttle_options;
@@ -77,10 +96,8 @@ absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
     throttle = std::make_unique<AdaptiveThrottle>(throttle_options);
   }
   grpc::CompletionQueue queue;
-  const SteadyClock::time_point start = SteadyClock::now();
-  Window window(options, start);
   RunResult result;
-  std::atomic<int64_t> outstanding{0};
+  Outstanding outstanding;
   // Reaps completions on its own thread, so that the sender keeps to its
   // schedule.
   std::thread reaper([&] {
@@ -106,13 +123,13 @@ absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
                             call->status.error_code())),
                         call->status.error_message());
       }
-      --outstanding;
+      outstanding.Done();
     }
   });
   const bool open_loop = options.qps > 0;
   const auto interval = std::chrono::nanoseconds(
       open_loop ? static_cast<int64_t>(1e9 / options.qps) : 0);
-  SteadyClock::time_point next = start;
+  SteadyClock::time_point next = SteadyClock::now();
   uint64_t throttled = 0;  // The reaper owns `result` until it is joined.
   for (uint64_t i = 0;; ++i) {
     SteadyClock::time_point now = SteadyClock::now();
@@ -120,7 +137,7 @@ absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
     if (open_loop) {
       if (now < next) std::this_thread::sleep_until(next);
     } else {
-      while (outstanding.load() >= options.inflight) std::this_thread::yield();
+      outstanding.WaitBelow(options.inflight);
     }
     if (throttle != nullptr && !throttle->Allow()) {
       // Refused here, as ServingClient would: the server never sees it.
@@ -133,19 +150,38 @@ absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
     call->keys = static_cast<uint64_t>(batches[i % batches.size()].size());
     call->context.set_deadline(std::chrono::system_clock::now() +
                                std::chrono::milliseconds(options.timeout_ms));
-    ++outstanding;
+    outstanding.Add();
     call->reader = stub.PrepareUnaryCall(&call->context, kLookupMethod,
                                          requests[i % requests.size()], &queue);
     call->reader->StartCall();
     call->reader->Finish(&call->response, &call->status, call);
     next += interval;
   }
-  while (outstanding.load() > 0) std::this_thread::yield();
+  outstanding.WaitBelow(1);
   queue.Shutdown();
   reaper.join();
   if (throttled > 0) result.errors["THROTTLED"] += throttled;
-  result.seconds = options.duration_s;
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
+  const std::vector<std::vector<uint64_t>> batches =
+      MakeKeyBatches(options, 0, PoolSize(options));
+  std::vector<grpc::ByteBuffer> requests(batches.size());
+  for (size_t i = 0; i < batches.size(); ++i) {
+    v1::LookupRequest request;
+    request.set_table(options.table);
+    request.mutable_keys()->Add(batches[i].begin(), batches[i].end());
+    const std::string bytes = request.SerializeAsString();
+    grpc::Slice slice(bytes);
+    requests[i] = grpc::ByteBuffer(&slice, 1);
+  }
+  // One sender: RunThreads times the window and reads the CPU at its edges.
+  return RunThreads(options, 1, [&](size_t, const Window& window) {
+    return SendLookups(options, requests, batches, window);
+  });
 }
 
 absl::StatusOr<RunResult> RunFreshness(const BenchOptions& options) {
