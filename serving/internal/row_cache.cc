@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "common/hash.h"
+#include "common/prefetch.h"
 
 namespace strata {
 namespace serving_internal {
@@ -22,17 +23,17 @@ size_t RowCache::StripeOf(const RowId& id) {
   return Mix64(id.key ^ (uint64_t{id.table} << 32)) % kStripes;
 }
 
-bool RowCache::GetLocked(Stripe& stripe, const RowId& id, absl::Span<float> out,
-                         uint64_t* ticket) {
-  auto it = stripe.index.find(id);
-  Slot* slot = it == stripe.index.end() ? nullptr : &stripe.slots[it->second];
-  if (slot == nullptr || slot->values.size() != out.size()) {
-    if (stripe.writers == 0) *ticket = stripe.generation;
-    return false;
-  }
-  slot->referenced = true;
-  std::copy(slot->values.begin(), slot->values.end(), out.begin());
-  return true;
+uint32_t RowCache::FindSlot(const Stripe& stripe, const RowId& id) {
+  auto table = stripe.index.find(id.table);
+  if (table == stripe.index.end()) return embedding_internal::RowIndex::kAbsent;
+  return table->second.Find(id.key);
+}
+
+void RowCache::Unindex(Stripe& stripe, const RowId& id) {
+  auto table = stripe.index.find(id.table);
+  table->second.Erase(id.key);
+  if (table->second.size() == 0) stripe.index.erase(table);
+  --stripe.rows;
 }
 
 void RowCache::GetMany(TableId table, absl::Span<const FeatureId> keys,
@@ -63,15 +64,74 @@ void RowCache::GetMany(TableId table, absl::Span<const FeatureId> keys,
     if (start[s] == start[s + 1]) continue;
     Stripe& stripe = stripes_[s];
     absl::MutexLock lock(&stripe.mu);
-    for (size_t k = start[s]; k < start[s + 1]; ++k) {
-      const size_t i = order[k];
-      uint64_t ticket = kNoTicket;
-      if (!GetLocked(stripe, {table, keys[i]}, out.subspan(i * dim, dim),
-                     &ticket)) {
-        misses.push_back(i);
-        tickets.push_back(ticket);
-      }
+    GetFromStripe(
+        stripe, table, keys,
+        absl::MakeConstSpan(order).subspan(start[s], start[s + 1] - start[s]),
+        dim, out, misses, tickets);
+  }
+}
+
+void RowCache::GetFromStripe(Stripe& stripe, TableId table,
+                             absl::Span<const FeatureId> keys,
+                             absl::Span<const size_t> positions, size_t dim,
+                             absl::Span<float> out, std::vector<size_t>& misses,
+                             std::vector<uint64_t>& tickets) {
+  using embedding_internal::RowIndex;
+  const uint64_t ticket = stripe.writers == 0 ? stripe.generation : kNoTicket;
+  auto found = stripe.index.find(table);
+  if (found == stripe.index.end()) {
+    for (size_t i : positions) {
+      misses.push_back(i);
+      tickets.push_back(ticket);
     }
+    return;
+  }
+  const RowIndex& index = found->second;
+  // Each key's memory is fetched in three steps, each once the step before
+  // has had time to arrive: its index lines kIndexAhead keys before it is
+  // copied, its slot (found in those lines) kSlotAhead keys before, its row
+  // (whose address is in the slot) kRowAhead keys before.
+  constexpr size_t kIndexAhead = 12;
+  constexpr size_t kSlotAhead = 8;
+  constexpr size_t kRowAhead = 4;
+  constexpr size_t kRing = 16;  // Slots found, kept until their key's turn.
+  std::array<uint32_t, kRing> slot_at;
+  const size_t n = positions.size();
+  auto key = [&](size_t k) { return keys[positions[k]]; };
+  auto find_and_fetch_slot = [&](size_t k) {
+    const uint32_t slot = index.Find(key(k));
+    slot_at[k % kRing] = slot;
+    if (slot == RowIndex::kAbsent) return;
+    const Slot* address = &stripe.slots[slot];
+    PrefetchLine(address);
+    PrefetchLine(reinterpret_cast<const char*>(address + 1) - 1);
+  };
+  auto fetch_row = [&](size_t k) {
+    const uint32_t slot = slot_at[k % kRing];
+    if (slot == RowIndex::kAbsent) return;
+    const std::vector<float>& values = stripe.slots[slot].values;
+    const char* begin = reinterpret_cast<const char*>(values.data());
+    const char* end = begin + values.size() * sizeof(float);
+    for (const char* line = begin; line < end; line += 64) PrefetchLine(line);
+  };
+  for (size_t k = 0; k < std::min(n, kIndexAhead); ++k) index.Prefetch(key(k));
+  for (size_t k = 0; k < std::min(n, kSlotAhead); ++k) find_and_fetch_slot(k);
+  for (size_t k = 0; k < std::min(n, kRowAhead); ++k) fetch_row(k);
+  for (size_t k = 0; k < n; ++k) {
+    if (k + kIndexAhead < n) index.Prefetch(key(k + kIndexAhead));
+    if (k + kSlotAhead < n) find_and_fetch_slot(k + kSlotAhead);
+    if (k + kRowAhead < n) fetch_row(k + kRowAhead);
+    const uint32_t slot = slot_at[k % kRing];
+    Slot* cached = slot == RowIndex::kAbsent ? nullptr : &stripe.slots[slot];
+    // A row of another size belongs to a table whose dimension changed.
+    if (cached == nullptr || cached->values.size() != dim) {
+      misses.push_back(positions[k]);
+      tickets.push_back(ticket);
+      continue;
+    }
+    cached->referenced = true;
+    std::copy(cached->values.begin(), cached->values.end(),
+              out.begin() + positions[k] * dim);
   }
 }
 
@@ -87,9 +147,9 @@ void RowCache::Offer(const RowId& id, uint64_t ticket,
 
 void RowCache::Put(Stripe& stripe, const RowId& id,
                    absl::Span<const float> values) {
-  auto it = stripe.index.find(id);
-  if (it != stripe.index.end()) {
-    Slot& slot = stripe.slots[it->second];
+  const uint32_t found = FindSlot(stripe, id);
+  if (found != embedding_internal::RowIndex::kAbsent) {
+    Slot& slot = stripe.slots[found];
     slot.values.assign(values.begin(), values.end());
     slot.referenced = true;
     return;
@@ -101,7 +161,8 @@ void RowCache::Put(Stripe& stripe, const RowId& id,
   // recently used row of an LRU list would.
   slot.referenced = true;
   slot.values.assign(values.begin(), values.end());
-  stripe.index[id] = index;
+  stripe.index[id.table].Set(id.key, index);
+  ++stripe.rows;
 }
 
 uint32_t RowCache::TakeSlot(Stripe& stripe) {
@@ -124,19 +185,19 @@ uint32_t RowCache::TakeSlot(Stripe& stripe) {
       slot.referenced = false;
       continue;
     }
-    stripe.index.erase(slot.id);
+    Unindex(stripe, slot.id);
     return index;
   }
 }
 
 bool RowCache::Remove(Stripe& stripe, const RowId& id) {
-  auto it = stripe.index.find(id);
-  if (it == stripe.index.end()) return false;
-  Slot& slot = stripe.slots[it->second];
+  const uint32_t found = FindSlot(stripe, id);
+  if (found == embedding_internal::RowIndex::kAbsent) return false;
+  Slot& slot = stripe.slots[found];
   slot.referenced = false;
   slot.values.clear();
-  stripe.free_slots.push_back(it->second);
-  stripe.index.erase(it);
+  stripe.free_slots.push_back(found);
+  Unindex(stripe, id);
   return true;
 }
 
@@ -202,6 +263,7 @@ void RowCache::EndClear() {
     stripe.slots.clear();
     stripe.free_slots.clear();
     stripe.index.clear();
+    stripe.rows = 0;
     stripe.hand = 0;
     --stripe.writers;
     ++stripe.generation;
@@ -212,7 +274,7 @@ uint64_t RowCache::size() {
   uint64_t total = 0;
   for (Stripe& stripe : stripes_) {
     absl::MutexLock lock(&stripe.mu);
-    total += stripe.index.size();
+    total += stripe.rows;
   }
   return total;
 }
