@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Two strata-servings side by side: both follow one training shard (1M rows
+# of dimension 64, each with a cache of every row), and strata-bench's
+# 1000-key lookups go to each in turn, A first in odd rounds and B first in
+# even ones. Each round: a closed loop at 8 in flight (the maximum), then an
+# open loop at QPS (by default half the lower of the two maxima of the first
+# round). Both run through the whole comparison, so that neither's loading,
+# compactions or cache filling falls on the other's measurement, as it does
+# between two separate runs of bench/run_serving.sh on a small machine.
+# Prints one line per measurement with lookups/s, p50/p99/p999 and
+# strata-serving's CPU-seconds per million keys (over the measured window).
+#
+# Usage: bench/run_serving_ab.sh SERVING_A SERVING_B [BUILD_DIR]
+#   SERVING_A, SERVING_B: strata-serving binaries; the shard, strata-bench
+#   and strata-lookup come from BUILD_DIR/bin (default: ./build).
+# Environment: ROUNDS [4], DURATION_S [5], NUM_KEYS [1000000], DIM [64],
+#              QPS [half the first round's lower maximum]
+set -uo pipefail
+if [[ $# -lt 2 ]]; then
+  echo "usage: bench/run_serving_ab.sh SERVING_A SERVING_B [BUILD_DIR]" >&2
+  exit 2
+fi
+SERVING_BINS=("$1" "$2")
+BUILD_DIR=${3:-build}
+ROUNDS=${ROUNDS:-4}
+DURATION_S=${DURATION_S:-5}
+NUM_KEYS=${NUM_KEYS:-1000000}
+DIM=${DIM:-64}
+BIN="$BUILD_DIR/bin"
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+bench_start serving-ab
+
+"$BIN/strata-server" --port=0 --port_file="$WORK/shard.port" \
+  --data_dir="$WORK/shard" --durability=group --log_level=warning &
+PIDS+=($!)
+wait_file "$WORK/shard.port" "${PIDS[-1]}"
+SHARD="127.0.0.1:$(cat "$WORK/shard.port")"
+ADDRESSES=()
+SERVING_PIDS=()
+for i in 0 1; do
+  "${SERVING_BINS[i]}" --port=0 --port_file="$WORK/serving$i.port" \
+    --shards="$SHARD" --data_dir="$WORK/serving$i" --cache_rows="$NUM_KEYS" \
+    --log_level=warning &
+  SERVING_PIDS+=($!)
+  PIDS+=($!)
+  wait_file "$WORK/serving$i.port" "${SERVING_PIDS[i]}"
+  ADDRESSES+=("127.0.0.1:$(cat "$WORK/serving$i.port")")
+done
+"$BIN/strata-bench" --mode=load --shards="$SHARD" --table=bench --dim="$DIM" \
+  --num_keys="$NUM_KEYS" --batch=8192 --inflight=8 >/dev/null || exit 1
+for i in 0 1; do
+  "$BIN/strata-lookup" --serving="${ADDRESSES[i]}" --wait_caught_up_s=300 \
+    bench 0 >/dev/null || exit 1
+done
+
+lookups() {  # lookups I FLAG...: one strata-bench summary line
+  local i=$1
+  shift
+  "$BIN/strata-bench" --mode=serving-lookup --serving="${ADDRESSES[i]}" \
+    --table=bench --batch=1000 --dim="$DIM" --num_keys="$NUM_KEYS" \
+    --duration_s="$DURATION_S" --warmup_s=1 \
+    --server_pids="${SERVING_PIDS[i]}" "$@" 2>/dev/null | head -1
+}
+report() {  # report ROUND LABEL STEP LINE
+  local line=$4
+  awk -v r="$1" -v l="$2" -v step="$3" -v n="$(field "$line" requests)" \
+    -v s="$(field "$line" seconds)" -v p50="$(field "$line" p50)" \
+    -v p99="$(field "$line" p99)" -v p999="$(field "$line" p999)" \
+    -v cpu="$(sed -n 's/.*servers \([0-9.]*\)).*/\1/p' <<<"$line")" \
+    'BEGIN { printf "| %d | %s | %s | %.0f | %s | %s | %s | %s |\n",
+               r, l, step, (s > 0 ? n / s : 0), p50, p99, p999, cpu }'
+}
+
+# Every row in the cache of both before anything is measured.
+for i in 0 1; do lookups "$i" --inflight=8 >/dev/null; done
+echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "| round | serving | step | lookups/s | p50 ms | p99 ms | p999 ms | serving CPU-s per M keys |"
+echo "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |"
+LABELS=(A B)
+qps=${QPS:-0}
+for round in $(seq "$ROUNDS"); do
+  order=(0 1)
+  ((round % 2 == 0)) && order=(1 0)
+  lowest=0
+  for i in "${order[@]}"; do
+    line=$(lookups "$i" --inflight=8)
+    report "$round" "${LABELS[i]}" "closed loop, 8 in flight" "$line"
+    rate=$(awk -v n="$(field "$line" requests)" -v s="$(field "$line" seconds)" \
+      'BEGIN { printf "%.0f", n / s }')
+    if ((lowest == 0 || rate < lowest)); then lowest=$rate; fi
+  done
+  ((qps == 0)) && qps=$((lowest / 2))
+  for i in "${order[@]}"; do
+    report "$round" "${LABELS[i]}" "open loop at ${qps}/s" \
+      "$(lookups "$i" --qps="$qps")"
+  done
+done
