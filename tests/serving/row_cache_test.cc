@@ -130,6 +130,66 @@ TEST_F(RowCacheTest, AClearEmptiesEveryStripe) {
   EXPECT_TRUE(Hit(cache, 5));
 }
 
+TEST_F(RowCacheTest, ALookupOfManyKeysCopiesEachCachedRowToItsPlace) {
+  // Enough keys per stripe for GetMany's fetch-ahead pipeline to run in
+  // full: every row it copies must be its own key's, wherever the key sits.
+  RowCache cache(100000);
+  for (FeatureId key = 0; key < 20000; key += 2) Hit(cache, key);
+  std::vector<FeatureId> keys;
+  for (FeatureId i = 0; i < 3000; ++i) keys.push_back((i * 7919) % 20000);
+  keys.push_back(keys[5]);  // A repeated key gets its row twice.
+  std::vector<float> out(keys.size() * kDim, -1.0f);
+  std::vector<size_t> misses;
+  std::vector<uint64_t> tickets;
+  cache.GetMany(kTable, keys, kDim, absl::MakeSpan(out), misses, tickets);
+  std::vector<bool> missed(keys.size(), false);
+  for (size_t i : misses) missed[i] = true;
+  EXPECT_EQ(tickets.size(), misses.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    // Even keys were cached, odd ones were not.
+    ASSERT_EQ(missed[i], keys[i] % 2 == 1) << "key " << keys[i];
+    if (missed[i]) continue;
+    for (size_t d = 0; d < kDim; ++d) {
+      ASSERT_EQ(out[i * kDim + d], static_cast<float>(keys[i]))
+          << "key " << keys[i];
+    }
+  }
+}
+
+TEST_F(RowCacheTest, RowsOfTwoTablesWithTheSameKeysAreKeptApart) {
+  constexpr TableId kOther = kTable + 1;
+  RowCache cache(1000);
+  for (FeatureId key = 0; key < 100; ++key) {
+    Hit(cache, key);
+    std::vector<float> row(kDim);
+    std::vector<size_t> misses;
+    std::vector<uint64_t> tickets;
+    cache.GetMany(kOther, {&key, 1}, kDim, absl::MakeSpan(row), misses,
+                  tickets);
+    ASSERT_EQ(misses.size(), 1u);
+    cache.Offer({kOther, key}, tickets[0],
+                std::vector<float>(kDim, 1000.0f + static_cast<float>(key)));
+  }
+  EXPECT_EQ(cache.size(), 200u);
+  // Deleting a row of one table leaves the other's row of that key.
+  std::vector<CachedWrite> writes = {{{kOther, 5}, {}}};
+  std::vector<bool> was_cached;
+  cache.BeginWrite(writes, was_cached);
+  cache.EndWrite(writes, was_cached);
+  EXPECT_EQ(cache.size(), 199u);
+  std::vector<float> row;
+  ASSERT_TRUE(Read(cache, 5, &row));
+  EXPECT_EQ(row, std::vector<float>(kDim, 5.0f));
+  std::vector<FeatureId> keys = {4, 5, 6};
+  std::vector<float> other(keys.size() * kDim);
+  std::vector<size_t> misses;
+  std::vector<uint64_t> tickets;
+  cache.GetMany(kOther, keys, kDim, absl::MakeSpan(other), misses, tickets);
+  EXPECT_EQ(misses, std::vector<size_t>{1});
+  EXPECT_EQ(other[0], 1004.0f);
+  EXPECT_EQ(other[2 * kDim], 1006.0f);
+}
+
 }  // namespace
 }  // namespace serving_internal
 }  // namespace strata
