@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Serving benchmarks: one training strata-server and one strata-serving
 # following it, on 127.0.0.1.
-#  1. freshness: strata-bench pushes 100k keys/s (1000-key pushes) to the
-#     training shard while polling serving; time from each push's
+#  1. freshness: strata-bench pushes PUSH_RATES keys/s (1000-key pushes) to
+#     the training shard while polling serving; time from each push's
 #     acknowledgement to its row being visible at serving;
 #  2. lookup latency: 1000-key lookups of dimension 64 from a 1M-row table,
 #     first closed loop to find the maximum rate, then open loop at 25%, 50%
@@ -15,7 +15,9 @@
 # Environment: DURATION_S [10], NUM_KEYS [1000000], DIM [64],
 #              CACHE_ROWS [1000000], OUT_DIR [bench/out],
 #              OVERLOAD_FACTORS ["2 10"], OVERLOAD_TIMEOUT_MS [50],
-#              SERVING_FLAGS [] (extra strata-serving flags)
+#              SERVING_FLAGS [] (extra strata-serving flags),
+#              PUSH_RATES ["100000"] (keys/s, one freshness run each),
+#              SHARD_DURABILITY [group]
 set -uo pipefail
 BUILD_DIR=${1:-build}
 DURATION_S=${DURATION_S:-10}
@@ -28,7 +30,8 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_start serving-bench
 
 "$BIN/strata-server" --port=0 --port_file="$WORK/shard.port" \
-  --data_dir="$WORK/shard" --durability=group --log_level=warning \
+  --data_dir="$WORK/shard" --durability="${SHARD_DURABILITY:-group}" \
+  --log_level=warning \
   2>"$WORK/shard.log" &
 PIDS+=($!)
 wait_file "$WORK/shard.port" "${PIDS[-1]}"
@@ -66,9 +69,11 @@ run() {
   ROWS+=("| $label | $(awk -v r="$requests" -v s="$seconds" 'BEGIN { printf "%.0f", r / s }') | $(f p50) | $(f p99) | $(f p999) | $(f errors) | ${serving_cpu:--} |")
 }
 
-run "freshness, 100k keys/s pushed in 1000-key pushes" --mode=freshness \
-  --shards="$SHARD" --serving="$SERVING" --table=fresh --batch=1000 \
-  --push_keys_per_s=100000
+for rate in ${PUSH_RATES:-100000}; do
+  run "freshness, $rate keys/s pushed in 1000-key pushes" --mode=freshness \
+    --shards="$SHARD" --serving="$SERVING" --table=fresh --batch=1000 \
+    --push_keys_per_s="$rate"
+done
 run "lookup 1000 keys, closed loop, 8 in flight" --mode=serving-lookup \
   --serving="$SERVING" --table=bench --batch=1000 --inflight=8 \
   --server_pids="$SERVING_PID"

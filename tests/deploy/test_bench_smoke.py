@@ -277,6 +277,31 @@ def test_ab_run_pairs_two_builds_round_by_round():
     assert len(ratios) == 4, done.stdout
 
 
+def test_serving_run_reports_freshness_per_push_rate_and_lookup_cpu(tmp_path):
+    build = m.bin_dir().parent
+    env = dict(os.environ, DURATION_S="0.5", NUM_KEYS="5000", DIM="8",
+               CACHE_ROWS="5000", PUSH_RATES="10000 20000",
+               OVERLOAD_FACTORS="2", SHARD_DURABILITY="periodic",
+               OUT_DIR=str(tmp_path))
+    done = run_bench_script("run_serving.sh", build, env=env)
+    rows = {}
+    for line in (tmp_path / "serving.md").read_text().splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 7 and cells[0] not in ("run", "---"):
+            rows[cells[0]] = cells
+    freshness = [label for label in rows if label.startswith("freshness")]
+    assert len(freshness) == 2, done.stdout
+    lookups = [label for label in rows if label.startswith("lookup")]
+    # Closed loop, 25%, 50%, 90% and 2x.
+    assert len(lookups) == 5, done.stdout
+    for label in freshness + lookups[:4]:
+        assert float(rows[label][1]) > 0, rows[label]
+    # The serving PS's CPU per million keys, for the lookups that must all
+    # be answered (at 2x some may not be).
+    for label in lookups[:4]:
+        assert float(rows[label][6]) > 0, rows[label]
+
+
 def test_serving_ab_run_pairs_two_servings_with_their_cpu():
     # The same strata-serving as A and B: each round has a closed and an
     # open loop for each, every one answering and with the serving PS's CPU.
