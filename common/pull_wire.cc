@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/wire_varint.h"
 #include "grpc/slice.h"
 
 namespace strata {
@@ -15,21 +16,12 @@ constexpr uint8_t kValuesFp16Tag = (4 << 3) | 2;
 
 constexpr uint8_t kPaddingTag = (15 << 3) | 2;
 
-// Lengths are written as 5-byte varints (overlong encodings are valid
-// protobuf), so that every offset is known before the padding is chosen.
-constexpr size_t kLengthBytes = 5;
+// Lengths are written as fixed-size varints, so that every offset is known
+// before the padding is chosen.
+constexpr size_t kLengthBytes = kFixedVarintBytes;
 // batches tag + length, padding tag + length, values tag + length.
 constexpr size_t kHeaderBytes = 1 + kLengthBytes + 2 + 1 + kLengthBytes;
 constexpr size_t kAlignment = 16;
-
-uint8_t* WriteFixedVarint(uint64_t value, uint8_t* out) {
-  for (size_t i = 0; i + 1 < kLengthBytes; ++i) {
-    *out++ = static_cast<uint8_t>((value & 0x7F) | 0x80);
-    value >>= 7;
-  }
-  *out++ = static_cast<uint8_t>(value & 0x7F);
-  return out;
-}
 
 }  // namespace
 

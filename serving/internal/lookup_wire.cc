@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/wire_varint.h"
 #include "grpc/slice.h"
 
 namespace strata {
@@ -14,31 +15,13 @@ constexpr uint8_t kValuesTag = (2 << 3) | 2;
 constexpr uint8_t kNumMissingTag = (3 << 3) | 0;
 constexpr uint8_t kPaddingTag = (15 << 3) | 2;
 
-// The values' length is a 5-byte varint (overlong encodings are valid
-// protobuf), so that the padding can be chosen before it is known.
-constexpr size_t kLengthBytes = 5;
+// The values' length is a fixed-size varint, so that the padding can be
+// chosen before it is known.
+constexpr size_t kLengthBytes = kFixedVarintBytes;
 constexpr size_t kMaxVarintBytes = 5;  // Of a uint32.
 constexpr size_t kAlignment = 16;
 // Padding tag and length, values tag and length.
 constexpr size_t kHeaderBytes = 2 + 1 + kLengthBytes;
-
-uint8_t* WriteFixedVarint(uint64_t value, uint8_t* out) {
-  for (size_t i = 0; i + 1 < kLengthBytes; ++i) {
-    *out++ = static_cast<uint8_t>((value & 0x7F) | 0x80);
-    value >>= 7;
-  }
-  *out++ = static_cast<uint8_t>(value & 0x7F);
-  return out;
-}
-
-uint8_t* WriteVarint(uint32_t value, uint8_t* out) {
-  while (value >= 0x80) {
-    *out++ = static_cast<uint8_t>((value & 0x7F) | 0x80);
-    value >>= 7;
-  }
-  *out++ = static_cast<uint8_t>(value);
-  return out;
-}
 
 }  // namespace
 
