@@ -87,6 +87,9 @@ void RowCache::GetFromStripe(Stripe& stripe, TableId table,
     return;
   }
   const RowIndex& index = found->second;
+  // The lambdas below run here, under the stripe's lock, which keeps the
+  // slots where they are.
+  Slot* const slots = stripe.slots.data();
   // Each key's memory is fetched in three steps, each once the step before
   // has had time to arrive: its index lines kIndexAhead keys before it is
   // copied, its slot (found in those lines) kSlotAhead keys before, its row
@@ -102,14 +105,14 @@ void RowCache::GetFromStripe(Stripe& stripe, TableId table,
     const uint32_t slot = index.Find(key(k));
     slot_at[k % kRing] = slot;
     if (slot == RowIndex::kAbsent) return;
-    const Slot* address = &stripe.slots[slot];
+    const Slot* address = &slots[slot];
     PrefetchLine(address);
     PrefetchLine(reinterpret_cast<const char*>(address + 1) - 1);
   };
   auto fetch_row = [&](size_t k) {
     const uint32_t slot = slot_at[k % kRing];
     if (slot == RowIndex::kAbsent) return;
-    const std::vector<float>& values = stripe.slots[slot].values;
+    const std::vector<float>& values = slots[slot].values;
     const char* begin = reinterpret_cast<const char*>(values.data());
     const char* end = begin + values.size() * sizeof(float);
     for (const char* line = begin; line < end; line += 64) PrefetchLine(line);
@@ -122,7 +125,7 @@ void RowCache::GetFromStripe(Stripe& stripe, TableId table,
     if (k + kSlotAhead < n) find_and_fetch_slot(k + kSlotAhead);
     if (k + kRowAhead < n) fetch_row(k + kRowAhead);
     const uint32_t slot = slot_at[k % kRing];
-    Slot* cached = slot == RowIndex::kAbsent ? nullptr : &stripe.slots[slot];
+    Slot* cached = slot == RowIndex::kAbsent ? nullptr : &slots[slot];
     // A row of another size belongs to a table whose dimension changed.
     if (cached == nullptr || cached->values.size() != dim) {
       misses.push_back(positions[k]);
