@@ -32,6 +32,9 @@
 #                     which the figures of the scripts' older ways assume
 #   cpu_seconds PID   utime + stime of PID, in seconds
 #   field LINE KEY    the value of KEY=value in a strata-bench summary line
+#   servers_cpu LINE  the servers' CPU-seconds per million keys of a
+#                     strata-bench summary line run with --server_pids
+#                     (empty when it has none)
 
 bench_start() {
   BENCH_NAME=$1
@@ -93,6 +96,9 @@ cpu_seconds() {
 }
 
 field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
+
+# From "cpu_s/Mkeys=T(client C + servers S)": S.
+servers_cpu() { sed -n 's/.*servers \([0-9.]*\)).*/\1/p' <<<"$1"; }
 
 FORMER_DEFAULTS=(--epochs=1 --shuffle_buffer=0 --wide=false
   --wide_learning_rate=0)

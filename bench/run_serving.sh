@@ -63,9 +63,8 @@ run() {
   local requests seconds
   requests=$(f requests)
   seconds=$(f seconds)
-  # "cpu_s/Mkeys=T(client C + servers S)": S, when the run counted it.
   local serving_cpu
-  serving_cpu=$(sed -n 's/.*servers \([0-9.]*\)).*/\1/p' <<<"$line")
+  serving_cpu=$(servers_cpu "$line")
   ROWS+=("| $label | $(awk -v r="$requests" -v s="$seconds" 'BEGIN { printf "%.0f", r / s }') | $(f p50) | $(f p99) | $(f p999) | $(f errors) | ${serving_cpu:--} |")
 }
 

@@ -66,7 +66,7 @@ report() {  # report ROUND LABEL STEP LINE
   awk -v r="$1" -v l="$2" -v step="$3" -v n="$(field "$line" requests)" \
     -v s="$(field "$line" seconds)" -v p50="$(field "$line" p50)" \
     -v p99="$(field "$line" p99)" -v p999="$(field "$line" p999)" \
-    -v cpu="$(sed -n 's/.*servers \([0-9.]*\)).*/\1/p' <<<"$line")" \
+    -v cpu="$(servers_cpu "$line")" \
     'BEGIN { printf "| %d | %s | %s | %.0f | %s | %s | %s | %s |\n",
                r, l, step, (s > 0 ? n / s : 0), p50, p99, p999, cpu }'
 }

@@ -24,6 +24,9 @@ inline uint8_t* WriteFixedVarint(uint64_t value, uint8_t* out) {
   return out;
 }
 
+// The most bytes WriteVarint takes for a uint32_t.
+inline constexpr size_t kMaxVarint32Bytes = 5;
+
 // Writes `value` as the shortest varint (at most 10 bytes). Returns the end.
 inline uint8_t* WriteVarint(uint64_t value, uint8_t* out) {
   while (value >= 0x80) {

@@ -154,10 +154,10 @@ struct ServingService::Call {
 // serves the oldest waiting lookup and answers, and polls again: no thread
 // wakes another for a lookup (two context switches and a wake-up each, a
 // third of the serving PS's CPU under overload when gRPC's threads received
-// and a pool served). The
-// threads share one queue of waiting lookups, so that the calls of a single
-// connection (which gRPC matches to one completion queue) spread over all
-// of them. Status and health checks are answered as they arrive.
+// and a pool served). The threads share one queue of waiting lookups, so
+// that the calls of a single connection (which gRPC matches to one
+// completion queue) spread over all of them. Status and health checks are
+// answered as they arrive.
 class ServingService::RequestThreads {
  public:
   RequestThreads(ServingService* service,

@@ -18,7 +18,6 @@ constexpr uint8_t kPaddingTag = (15 << 3) | 2;
 // The values' length is a fixed-size varint, so that the padding can be
 // chosen before it is known.
 constexpr size_t kLengthBytes = kFixedVarintBytes;
-constexpr size_t kMaxVarintBytes = 5;  // Of a uint32.
 constexpr size_t kAlignment = 16;
 // Padding tag and length, values tag and length.
 constexpr size_t kHeaderBytes = 2 + 1 + kLengthBytes;
@@ -31,7 +30,7 @@ LookupResponseWriter::LookupResponseWriter(size_t num_values) {
   // in the grpc_slice value, where the pointers kept here would not survive
   // the copy into slice_.
   grpc_slice raw = grpc_slice_malloc_large(
-      kHeaderBytes + kAlignment + value_bytes + 2 * (1 + kMaxVarintBytes));
+      kHeaderBytes + kAlignment + value_bytes + 2 * (1 + kMaxVarint32Bytes));
   uint8_t* out = GRPC_SLICE_START_PTR(raw);
   const uintptr_t values_at = reinterpret_cast<uintptr_t>(out) + kHeaderBytes;
   const size_t padding = (kAlignment - values_at % kAlignment) % kAlignment;

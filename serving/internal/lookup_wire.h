@@ -13,9 +13,9 @@ namespace serving_internal {
 
 // Writes a strata.v1.LookupResponse's wire bytes into one buffer that gRPC
 // sends as it is: the store fills the values in place, so an answer costs
-// no zero-fill, no protobuf message and no serialization copy (a quarter
-// of a 1000 x 64 lookup's CPU went to those). The values come first,
-// 16-byte aligned behind the `padding` field, then `dim` and `num_missing`.
+// no zero-fill, no protobuf message and no serialization copy. The values
+// come first, 16-byte aligned behind the `padding` field, then `dim` and
+// `num_missing`.
 //
 // Example:
 //   LookupResponseWriter writer(keys.size() * dim);

@@ -33,7 +33,6 @@ void RowCache::Unindex(Stripe& stripe, const RowId& id) {
   auto table = stripe.index.find(id.table);
   table->second.Erase(id.key);
   if (table->second.size() == 0) stripe.index.erase(table);
-  --stripe.rows;
 }
 
 void RowCache::GetMany(TableId table, absl::Span<const FeatureId> keys,
@@ -165,7 +164,6 @@ void RowCache::Put(Stripe& stripe, const RowId& id,
   slot.referenced = true;
   slot.values.assign(values.begin(), values.end());
   stripe.index[id.table].Set(id.key, index);
-  ++stripe.rows;
 }
 
 uint32_t RowCache::TakeSlot(Stripe& stripe) {
@@ -266,7 +264,6 @@ void RowCache::EndClear() {
     stripe.slots.clear();
     stripe.free_slots.clear();
     stripe.index.clear();
-    stripe.rows = 0;
     stripe.hand = 0;
     --stripe.writers;
     ++stripe.generation;
@@ -277,7 +274,7 @@ uint64_t RowCache::size() {
   uint64_t total = 0;
   for (Stripe& stripe : stripes_) {
     absl::MutexLock lock(&stripe.mu);
-    total += stripe.rows;
+    for (const auto& [table, index] : stripe.index) total += index.size();
   }
   return total;
 }

@@ -99,7 +99,6 @@ class RowCache {
     // has no entry.
     absl::flat_hash_map<TableId, embedding_internal::RowIndex> index
         ABSL_GUARDED_BY(mu);
-    uint64_t rows ABSL_GUARDED_BY(mu) = 0;
     size_t hand ABSL_GUARDED_BY(mu) = 0;
     // Bumped by every write; a ticket is the generation it was taken at.
     uint64_t generation ABSL_GUARDED_BY(mu) = 1;
