@@ -30,23 +30,28 @@ done
 
 "$root/deploy/install_deps.sh"
 
+# Prints a stage's name and the seconds since the start, so that a slow
+# stage shows in the log.
+started=$SECONDS
+stage() { echo "== $* (at $((SECONDS - started)) s)"; }
+
 run_suite() {
   local build_dir="$1"; shift
-  echo "== building $build_dir"
+  stage "building $build_dir"
   "$root/deploy/build.sh" "$build_dir" "$@"
-  echo "== testing $build_dir"
+  stage "testing $build_dir"
   (cd "$build_dir" && ctest --output-on-failure --timeout 300 -j "$(nproc)")
 }
 
 if ((plain)); then
   run_suite "$root/build"
-  echo "== clang thread-safety analysis (-Wthread-safety -Wshadow -Werror)"
+  stage "clang thread-safety analysis (-Wthread-safety -Wshadow -Werror)"
   python3 "$root/tests/thread_safety/check.py" "$root/build" -j "$(nproc)"
-  echo "== Python client tests against a live cluster"
+  stage "Python client tests against a live cluster"
   "$root/python/run_tests.sh" "$root/build"
-  echo "== container and Kubernetes manifest checks"
+  stage "container and Kubernetes manifest checks"
   "$root/tests/deploy/run_tests.sh" "$root/build"
-  echo "== soak, short (60 s, a shard killed every 15 s)"
+  stage "soak, short (60 s, a shard killed every 15 s)"
   # The full one (bench/soak.sh, 10 minutes) also bounds memory growth at
   # 5%; in a minute RocksDB's buffers still fill, so only gross growth
   # fails here.
@@ -54,7 +59,7 @@ if ((plain)); then
     --warmup_s=15 --max_rss_growth=1.0
 fi
 if ((fuzz)); then
-  echo "== fuzzing (libFuzzer, ${STRATA_FUZZ_SECONDS:-60} s per target)"
+  stage "fuzzing (libFuzzer, ${STRATA_FUZZ_SECONDS:-60} s per target)"
   "$root/deploy/build.sh" "$root/build"
   "$root/tests/fuzz/run.sh" "$root/build" "${STRATA_FUZZ_SECONDS:-60}"
 fi
@@ -68,4 +73,4 @@ if [[ "$sanitizers" == *" tsan "* ]]; then
   export TSAN_OPTIONS="halt_on_error=1:suppressions=$root/tests/tsan.supp"
   run_suite "$root/build-tsan" -DSTRATA_TSAN=ON -DCMAKE_BUILD_TYPE=Debug
 fi
-echo "== all tests passed"
+stage "all tests passed"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang (libFuzzer + AddressSanitizer +
-# UndefinedBehaviorSanitizer) and runs each for a bounded time.
+# UndefinedBehaviorSanitizer) and runs each for a bounded time, as many at
+# once as there are cores (STRATA_FUZZ_JOBS).
 #
 # Usage: tests/fuzz/run.sh BUILD_DIR [SECONDS_PER_TARGET]
 # BUILD_DIR is a configured build (for the generated headers); the fuzzers
@@ -25,9 +26,9 @@ declare -A targets=(
   [model_config_fuzzer]="tests/fuzz/model_config_fuzzer.cc worker/training/feature_tables.cc BUILD/proto/gen/proto/strata.pb.cc"
   [table_config_fuzzer]="tests/fuzz/table_config_fuzzer.cc server/table_config_proto.cc embedding/table_config.cc BUILD/proto/gen/proto/strata.pb.cc"
 )
-total=0
-for name in "${!targets[@]}"; do
-  sources=()
+
+build_target() {  # build_target NAME
+  local name=$1 source sources=()
   for source in ${targets[$name]}; do
     case "$source" in
       BUILD/*) sources+=("$build_dir/${source#BUILD/}") ;;
@@ -36,16 +37,45 @@ for name in "${!targets[@]}"; do
   done
   # shellcheck disable=SC2086
   "$cxx" "${flags[@]}" "${sources[@]}" -o "$out/$name" $grpc_libs
-  corpus="$out/$name.corpus"
-  mkdir -p "$corpus"
-  log="$out/$name.log"
+}
+
+fuzz_target() {  # fuzz_target NAME: exits 1 when it finds a crash
+  local name=$1
+  mkdir -p "$out/$name.corpus"
   if ! (cd "$out" && "./$name" -max_total_time="$seconds" -print_final_stats=1 \
-          -rss_limit_mb=2048 "$corpus" >"$log" 2>&1); then
-    tail -40 "$log"
+          -rss_limit_mb=2048 "$name.corpus" >"$name.log" 2>&1); then
+    tail -40 "$out/$name.log"
     echo "fuzz: $name found a crash (input in $out)" >&2
     exit 1
   fi
-  runs=$(grep -oP 'stat::number_of_executed_units:\s*\K[0-9]+' "$log" || echo 0)
+}
+
+names=("${!targets[@]}")
+for name in "${names[@]}"; do build_target "$name"; done
+
+# The targets are single-threaded: one per core at a time, so that each
+# still gets its SECONDS of a whole core.
+fuzz_jobs="${STRATA_FUZZ_JOBS:-$(nproc)}"
+running=0
+failed=0
+for name in "${names[@]}"; do
+  if ((running >= fuzz_jobs)); then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+  fuzz_target "$name" &
+  running=$((running + 1))
+done
+while ((running > 0)); do
+  wait -n || failed=1
+  running=$((running - 1))
+done
+((failed == 0)) || exit 1
+
+total=0
+for name in "${names[@]}"; do
+  runs=$(grep -oP 'stat::number_of_executed_units:\s*\K[0-9]+' \
+    "$out/$name.log" || echo 0)
   total=$((total + runs))
   echo "fuzz: $name ran $runs inputs in ${seconds}s, no crash"
 done
