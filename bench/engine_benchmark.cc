@@ -1,6 +1,7 @@
 // Google Benchmark micro-benchmarks of the engine's hot paths, without the
 // network: batch lookups and optimizer updates on an in-memory table, fp16
-// conversion, the raw pull wire format, and the serving PS's row cache.
+// conversion, the raw pull wire format, the serving PS's row cache, and the
+// worker's dot interaction.
 //
 // Run: build/bin/strata-engine-benchmark --benchmark_min_time=1
 // (STRATA_HUGE_PAGES=0 keeps the tables' rows on 4 KiB pages.)
@@ -18,6 +19,7 @@
 #include "common/pull_wire.h"
 #include "embedding/embedding_table.h"
 #include "serving/internal/row_cache.h"
+#include "worker/model/internal/cpu_kernels.h"
 
 namespace strata {
 namespace {
@@ -215,6 +217,55 @@ void BM_RowCacheHits(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * batch);
 }
 BENCHMARK(BM_RowCacheHits)->Args({1000, 200000})->Args({1000, 1000000});
+
+// The CPU model's dot interaction on the default DLRM's shape: 27 vectors
+// (26 fields and the bottom MLP's output) of dimension 16, for a batch of
+// 1024 examples. Items are examples.
+struct InteractionInputs {
+  static constexpr int kCount = 27;
+  static constexpr int kInteractionDim = 16;
+  static constexpr int kExamples = 1024;
+  static constexpr size_t kPairs = kCount * (kCount - 1) / 2;
+  // As the model lays a batch out: rounded up to 16 and 16 more, so that
+  // the rows of a block do not all fall in the same cache sets.
+  static constexpr size_t kStride = kExamples + 16;
+  InteractionInputs()
+      : vectors(kCount * kInteractionDim * kStride),
+        pair_values(kPairs * kStride),
+        vector_grads(vectors.size()) {
+    std::mt19937 random(7);
+    std::uniform_real_distribution<float> value(-1, 1);
+    for (float& v : vectors) v = value(random);
+    for (float& v : pair_values) v = value(random);
+  }
+  std::vector<float> vectors;
+  std::vector<float> pair_values;  // Dots forward, their gradients backward.
+  std::vector<float> vector_grads;
+};
+
+void BM_DotInteraction(benchmark::State& state) {
+  InteractionInputs in;
+  for (auto _ : state) {
+    model_internal::DotInteractionBatch(in.vectors.data(), in.kCount,
+                                        in.kInteractionDim, in.kExamples,
+                                        in.kStride, in.pair_values.data());
+    benchmark::DoNotOptimize(in.pair_values.data());
+  }
+  state.SetItemsProcessed(state.iterations() * in.kExamples);
+}
+BENCHMARK(BM_DotInteraction);
+
+void BM_DotInteractionBackward(benchmark::State& state) {
+  InteractionInputs in;
+  for (auto _ : state) {
+    model_internal::DotInteractionBackwardBatch(
+        in.vectors.data(), in.pair_values.data(), in.kCount, in.kInteractionDim,
+        in.kExamples, in.kStride, in.vector_grads.data());
+    benchmark::DoNotOptimize(in.vector_grads.data());
+  }
+  state.SetItemsProcessed(state.iterations() * in.kExamples);
+}
+BENCHMARK(BM_DotInteractionBackward);
 
 }  // namespace
 }  // namespace strata

@@ -1,0 +1,117 @@
+// The CPU model's dot-interaction kernels against a plain loop per example,
+// over shapes that cover their partial blocks (examples not a multiple of
+// 16) and their component chunks (dimensions not a multiple of 4).
+
+#include "worker/model/internal/cpu_kernels.h"
+
+#include <cstddef>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace strata {
+namespace model_internal {
+namespace {
+
+struct Shape {
+  int count;  // Vectors per example.
+  int dim;
+  int examples;
+};
+
+// Feature-major storage as the model lays it out: `rows` rows of `stride`
+// floats, the examples in the first columns.
+struct FeatureMajor {
+  FeatureMajor(int rows, int examples)
+      : stride((examples + 15) / 16 * 16 + 16), values(rows * stride) {}
+  float& at(int row, int example) { return values[row * stride + example]; }
+  size_t stride;
+  std::vector<float> values;
+};
+
+void FillRandom(FeatureMajor& m, std::mt19937& random) {
+  std::uniform_real_distribution<float> value(-1, 1);
+  for (float& v : m.values) v = value(random);
+}
+
+class DotInteractionKernelTest : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(DotInteractionKernelTest, ForwardIsEachPairsDotProduct) {
+  const Shape shape = GetParam();
+  std::mt19937 random(shape.count * 1000 + shape.dim * 10 + shape.examples);
+  FeatureMajor vectors(shape.count * shape.dim, shape.examples);
+  FillRandom(vectors, random);
+  const int pairs = shape.count * (shape.count - 1) / 2;
+  FeatureMajor dots(pairs, shape.examples);
+
+  DotInteractionBatch(vectors.values.data(), shape.count, shape.dim,
+                      shape.examples, vectors.stride, dots.values.data());
+
+  for (int e = 0; e < shape.examples; ++e) {
+    int pair = 0;
+    for (int a = 0; a < shape.count; ++a) {
+      for (int b = a + 1; b < shape.count; ++b, ++pair) {
+        double want = 0;
+        for (int d = 0; d < shape.dim; ++d) {
+          want += static_cast<double>(vectors.at(a * shape.dim + d, e)) *
+                  vectors.at(b * shape.dim + d, e);
+        }
+        ASSERT_NEAR(dots.at(pair, e), want, 1e-4)
+            << "example " << e << ", pair (" << a << ", " << b << ")";
+      }
+    }
+  }
+}
+
+TEST_P(DotInteractionKernelTest, BackwardAddsEachPairsGradientToBothSides) {
+  const Shape shape = GetParam();
+  std::mt19937 random(shape.count * 1000 + shape.dim * 10 + shape.examples);
+  FeatureMajor vectors(shape.count * shape.dim, shape.examples);
+  FillRandom(vectors, random);
+  const int pairs = shape.count * (shape.count - 1) / 2;
+  FeatureMajor pair_grads(pairs, shape.examples);
+  FillRandom(pair_grads, random);
+  // The kernel adds to what is there.
+  FeatureMajor grads(shape.count * shape.dim, shape.examples);
+  FillRandom(grads, random);
+  FeatureMajor want = grads;
+
+  DotInteractionBackwardBatch(vectors.values.data(), pair_grads.values.data(),
+                              shape.count, shape.dim, shape.examples,
+                              vectors.stride, grads.values.data());
+
+  for (int e = 0; e < shape.examples; ++e) {
+    int pair = 0;
+    for (int a = 0; a < shape.count; ++a) {
+      for (int b = a + 1; b < shape.count; ++b, ++pair) {
+        const float g = pair_grads.at(pair, e);
+        for (int d = 0; d < shape.dim; ++d) {
+          want.at(a * shape.dim + d, e) += g * vectors.at(b * shape.dim + d, e);
+          want.at(b * shape.dim + d, e) += g * vectors.at(a * shape.dim + d, e);
+        }
+      }
+    }
+    for (int row = 0; row < shape.count * shape.dim; ++row) {
+      ASSERT_NEAR(grads.at(row, e), want.at(row, e), 1e-4)
+          << "example " << e << ", vector " << row / shape.dim << ", component "
+          << row % shape.dim;
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DotInteractionKernelTest,
+                         ::testing::Values(Shape{2, 1, 1}, Shape{2, 4, 16},
+                                           Shape{3, 3, 17}, Shape{5, 5, 31},
+                                           Shape{4, 8, 33}, Shape{27, 16, 40},
+                                           Shape{7, 9, 64}, Shape{6, 13, 5}),
+                         [](const ::testing::TestParamInfo<Shape>& info) {
+                           return "count" + std::to_string(info.param.count) +
+                                  "_dim" + std::to_string(info.param.dim) +
+                                  "_examples" +
+                                  std::to_string(info.param.examples);
+                         });
+
+}  // namespace
+}  // namespace model_internal
+}  // namespace strata
