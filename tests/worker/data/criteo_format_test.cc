@@ -94,6 +94,32 @@ TEST(CriteoFormatTest, HexIsCaseInsensitive) {
   EXPECT_EQ(upper.keys[0], lower.keys[0]);
 }
 
+TEST(CriteoFormatTest, HexAcceptsExactlyTheSixteenDigitsOfEitherCase) {
+  const std::string hex_digits = "0123456789abcdefABCDEF";
+  for (int byte = 0; byte < 256; ++byte) {
+    const char c = static_cast<char>(byte);
+    const bool is_hex = hex_digits.find(c) != std::string::npos;
+    for (int position = 0; position < 8; ++position) {
+      std::string text = "0a1B2c3D";
+      text[position] = c;
+      uint32_t value = 0xDEADBEEF;
+      ASSERT_EQ(ParseCriteoHex(text, &value), is_hex)
+          << "byte " << byte << " at " << position;
+      if (!is_hex) {
+        EXPECT_EQ(value, 0xDEADBEEF) << "written though refused";
+        continue;
+      }
+      const uint32_t digit = std::stoul(std::string(1, c), nullptr, 16);
+      const int shift = 4 * (7 - position);
+      const uint32_t want = (0x0a1b2c3du & ~(0xFu << shift)) | digit << shift;
+      EXPECT_EQ(value, want) << "byte " << byte << " at " << position;
+    }
+  }
+  uint32_t value = 0;
+  EXPECT_FALSE(ParseCriteoHex("0a1b2c3", &value));    // 7 digits
+  EXPECT_FALSE(ParseCriteoHex("0a1b2c3d4", &value));  // 9 digits
+}
+
 TEST(CriteoFormatTest, KeysDifferAcrossFieldsValuesAndMissing) {
   std::set<uint64_t> keys;
   for (int f = 0; f < kCriteoNumCategorical; ++f) {
