@@ -29,6 +29,7 @@
 #include "worker/collective/collective.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/rendezvous.h"
+#include "worker/model/blas_core.h"
 #include "worker/training/status_page.h"
 #include "worker/training/trainer.h"
 #include "worker/training/training_metrics.h"
@@ -42,6 +43,21 @@ constexpr int kExitTrainingFailed = 1;
 int UsageError(const std::string& message) {
   std::fprintf(stderr, "strata-worker: %s (see --help)\n", message.c_str());
   return kUsageExitCode;
+}
+
+// Set for the run again when OPENBLAS_CORETYPE replaced OpenBLAS's own
+// choice of kernels: the family it had chosen.
+constexpr char kBlasCoreReplacedVariable[] = "STRATA_BLAS_CORE_REPLACED";
+
+void LogBlasKernels() {
+  const char* replaced = std::getenv(kBlasCoreReplacedVariable);
+  STRATA_LOG(INFO, "worker")
+      << "dense math: OpenBLAS's " << BlasCoreName() << " kernels"
+      << (replaced == nullptr
+              ? std::string()
+              : absl::StrCat(" (OPENBLAS_CORETYPE: OpenBLAS took this CPU "
+                             "for ",
+                             replaced, ", whose kernels lack AVX2)"));
 }
 
 absl::StatusOr<std::unique_ptr<Collective>> MakeCollective(
@@ -106,6 +122,7 @@ int Run(const WorkerFlags& flags) {
           ? CreateCudaDenseModel(flags.trainer.model, flags.cuda_device)
           : CreateCpuDenseModel(flags.trainer.model);
   if (!model.ok()) return fail("model", model.status());
+  if (flags.device == "cpu") LogBlasKernels();
   STRATA_LOG(INFO, "worker")
       << "rank " << flags.rank << " of " << flags.num_workers << " on "
       << (*model)->device_name() << ", " << DescribeModel(flags.trainer.model)
@@ -197,11 +214,25 @@ int main(int argc, char** argv) {
   // shards and this worker's input and push threads need: a few percent of
   // throughput on a small machine. Unless the user chose, run again with one
   // BLAS thread (ranks, not BLAS threads, are how workers scale).
+  bool run_again = false;
   if (std::getenv("OPENBLAS_NUM_THREADS") == nullptr) {
     ::setenv("OPENBLAS_NUM_THREADS", "1", 1);
-    ::execv("/proc/self/exe", argv);
-    // If exec fails, carry on with OpenBLAS's default pool.
+    run_again = true;
   }
+  // Likewise its kernels, when it has not recognized this CPU (see
+  // worker/model/blas_core.h).
+  if (std::getenv("OPENBLAS_CORETYPE") == nullptr) {
+    const std::string chosen = strata::BlasCoreName();
+    const std::string better =
+        strata::BetterBlasCoreType(chosen, strata::DetectCpuVectorUnits());
+    if (!better.empty()) {
+      ::setenv("OPENBLAS_CORETYPE", better.c_str(), 1);
+      ::setenv(strata::kBlasCoreReplacedVariable, chosen.c_str(), 1);
+      run_again = true;
+    }
+  }
+  // If exec fails, carry on with OpenBLAS's defaults.
+  if (run_again) ::execv("/proc/self/exe", argv);
   // A peer rank that dies mid-write must surface as an error from the
   // collective, not kill this rank with SIGPIPE (Gloo writes with writev).
   std::signal(SIGPIPE, SIG_IGN);
