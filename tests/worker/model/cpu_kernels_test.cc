@@ -35,15 +35,26 @@ void FillRandom(FeatureMajor& m, std::mt19937& random) {
   for (float& v : m.values) v = value(random);
 }
 
-class DotInteractionKernelTest : public ::testing::TestWithParam<Shape> {};
+// Each test draws its shape's vectors; pairs() rows hold per-pair values.
+class DotInteractionKernelTest : public ::testing::TestWithParam<Shape> {
+ protected:
+  DotInteractionKernelTest()
+      : shape_(GetParam()),
+        random_(shape_.count * 1000 + shape_.dim * 10 + shape_.examples),
+        vectors_(shape_.count * shape_.dim, shape_.examples) {
+    FillRandom(vectors_, random_);
+  }
+  int pairs() const { return shape_.count * (shape_.count - 1) / 2; }
+
+  const Shape shape_;
+  std::mt19937 random_;
+  FeatureMajor vectors_;
+};
 
 TEST_P(DotInteractionKernelTest, ForwardIsEachPairsDotProduct) {
-  const Shape shape = GetParam();
-  std::mt19937 random(shape.count * 1000 + shape.dim * 10 + shape.examples);
-  FeatureMajor vectors(shape.count * shape.dim, shape.examples);
-  FillRandom(vectors, random);
-  const int pairs = shape.count * (shape.count - 1) / 2;
-  FeatureMajor dots(pairs, shape.examples);
+  const Shape& shape = shape_;
+  FeatureMajor& vectors = vectors_;
+  FeatureMajor dots(pairs(), shape.examples);
 
   DotInteractionBatch(vectors.values.data(), shape.count, shape.dim,
                       shape.examples, vectors.stride, dots.values.data());
@@ -65,16 +76,13 @@ TEST_P(DotInteractionKernelTest, ForwardIsEachPairsDotProduct) {
 }
 
 TEST_P(DotInteractionKernelTest, BackwardAddsEachPairsGradientToBothSides) {
-  const Shape shape = GetParam();
-  std::mt19937 random(shape.count * 1000 + shape.dim * 10 + shape.examples);
-  FeatureMajor vectors(shape.count * shape.dim, shape.examples);
-  FillRandom(vectors, random);
-  const int pairs = shape.count * (shape.count - 1) / 2;
-  FeatureMajor pair_grads(pairs, shape.examples);
-  FillRandom(pair_grads, random);
+  const Shape& shape = shape_;
+  FeatureMajor& vectors = vectors_;
+  FeatureMajor pair_grads(pairs(), shape.examples);
+  FillRandom(pair_grads, random_);
   // The kernel adds to what is there.
   FeatureMajor grads(shape.count * shape.dim, shape.examples);
-  FillRandom(grads, random);
+  FillRandom(grads, random_);
   FeatureMajor want = grads;
 
   DotInteractionBackwardBatch(vectors.values.data(), pair_grads.values.data(),
