@@ -231,8 +231,12 @@ int main(int argc, char** argv) {
       run_again = true;
     }
   }
-  // If exec fails, carry on with OpenBLAS's defaults.
-  if (run_again) ::execv("/proc/self/exe", argv);
+  if (run_again) {
+    ::execv("/proc/self/exe", argv);
+    // Exec failed: carry on with OpenBLAS's defaults, and do not report a
+    // replacement that did not happen.
+    ::unsetenv(strata::kBlasCoreReplacedVariable);
+  }
   // A peer rank that dies mid-write must surface as an error from the
   // collective, not kill this rank with SIGPIPE (Gloo writes with writev).
   std::signal(SIGPIPE, SIG_IGN);

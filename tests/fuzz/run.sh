@@ -11,6 +11,11 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build_dir="$(cd "$1" && pwd)"
 seconds="${2:-60}"
+fuzz_jobs="${STRATA_FUZZ_JOBS:-$(nproc)}"
+if ! [[ "$fuzz_jobs" =~ ^[1-9][0-9]*$ ]]; then
+  echo "fuzz: STRATA_FUZZ_JOBS=$fuzz_jobs: want a positive number" >&2
+  exit 2
+fi
 out="$build_dir/fuzz"
 mkdir -p "$out"
 cxx="${STRATA_FUZZ_CXX:-clang++-14}"
@@ -55,7 +60,6 @@ for name in "${names[@]}"; do build_target "$name"; done
 
 # The targets are single-threaded: one per core at a time, so that each
 # still gets its SECONDS of a whole core.
-fuzz_jobs="${STRATA_FUZZ_JOBS:-$(nproc)}"
 running=0
 failed=0
 for name in "${names[@]}"; do

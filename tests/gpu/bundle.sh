@@ -36,6 +36,12 @@ add() {  # add BINARY: copies it, stripped, and the libraries it needs
   done < <(ldd "$binary" | grep '=>')
 }
 
+# Only a former bundle (or nothing) is replaced: a mistyped BUNDLE_DIR must
+# not delete a build or a source tree.
+if [[ -e "$bundle_dir" && ! -f "$bundle_dir/gpu_tests.txt" ]] &&
+   [[ -n "$(ls -A "$bundle_dir" 2>/dev/null)" ]]; then
+  die "$bundle_dir exists and is not a bundle; give a new or empty folder"
+fi
 rm -rf "$bundle_dir"
 mkdir -p "$bundle_dir/lib"
 : >"$bundle_dir/gpu_tests.txt"

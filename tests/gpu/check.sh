@@ -69,13 +69,16 @@ build_here() {  # configures and builds gpu_tests; fills `binaries`
   bin_dir="$build_dir/bin"
 }
 
-# Adds the folder of library SONAME to LD_LIBRARY_PATH: the first found in
-# the CUDA toolkit, then under /usr and /opt (Python packages).
+# Adds the folder of library SONAME at the end of LD_LIBRARY_PATH (after
+# the bundle's own): the first found in the CUDA toolkit, then under /usr
+# and /opt (Python packages). The toolkit's compat/ copy of the driver's
+# library is skipped: the installed driver's own must win.
 add_library_folder() {  # add_library_folder SONAME
   local path
-  path="$(find -L /usr/local/cuda /usr /opt -name "$1" -print -quit 2>/dev/null)"
+  path="$(find -L /usr/local/cuda /usr /opt -name "$1" -not -path '*/compat/*' \
+    -print -quit 2>/dev/null || true)"
   [[ -n "$path" ]] || return 1
-  export LD_LIBRARY_PATH="$(dirname "$path"):$LD_LIBRARY_PATH"
+  export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$(dirname "$path")"
 }
 
 # Finds the libraries BINARY does not find: the node's CUDA runtime, cuBLAS
@@ -89,7 +92,7 @@ find_missing_libraries() {  # find_missing_libraries BINARY
 }
 
 use_bundle() {  # fills `binaries` from $STRATA_GPU_BUNDLE
-  local bundle name
+  local bundle name cached
   bundle="$(cd "$STRATA_GPU_BUNDLE" && pwd)" ||
     die "STRATA_GPU_BUNDLE=$STRATA_GPU_BUNDLE is not a folder"
   [[ -s "$bundle/gpu_tests.txt" ]] ||
@@ -99,7 +102,10 @@ use_bundle() {  # fills `binaries` from $STRATA_GPU_BUNDLE
   step "prebuilt tests in $bundle"
   export LD_LIBRARY_PATH="$bundle/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   # The driver's library, which the CUDA runtime opens by name.
-  ldconfig -p | grep -q 'libcuda\.so\.1 ' || add_library_folder libcuda.so.1 ||
+  # Read whole before matching: grep -q would close the pipe early, and
+  # under pipefail ldconfig's SIGPIPE would read as "not found".
+  cached="$(ldconfig -p 2>/dev/null || true)"
+  [[ "$cached" == *"libcuda.so.1 "* ]] || add_library_folder libcuda.so.1 ||
     echo "check.sh: the driver's libcuda.so.1 is not found" >&2
   binaries=()
   while read -r name; do
@@ -107,7 +113,8 @@ use_bundle() {  # fills `binaries` from $STRATA_GPU_BUNDLE
     find_missing_libraries "$bundle/$name"
   done <"$bundle/gpu_tests.txt"
   for name in "${binaries[@]}"; do
-    ldd "$name" | grep -q "not found" && die "$name: libraries are missing"
+    [[ "$(ldd "$name")" != *"not found"* ]] ||
+      die "$name: libraries are missing"
   done
   find_missing_libraries "$bundle/strata-worker"
   echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"

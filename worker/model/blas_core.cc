@@ -31,8 +31,10 @@ std::string BetterBlasCoreType(absl::string_view core_name,
   // OpenBLAS's x86-64 families that predate AVX2, which it falls back to
   // for a CPU it does not know.
   static constexpr absl::string_view kWithoutAvx2[] = {
-      "prescott",    "core2",     "penryn", "dunnington", "nehalem",   "atom",
-      "sandybridge", "barcelona", "bobcat", "bulldozer",  "piledriver"};
+      "prescott", "core2",     "penryn",       "dunnington",
+      "nehalem",  "atom",      "sandybridge",  "barcelona",
+      "bobcat",   "bulldozer", "piledriver",   "steamroller",
+      "athlon",   "opteron",   "opteron_sse3", "nano"};
   const std::string name = absl::AsciiStrToLower(core_name);
   bool without_avx2 = false;
   for (absl::string_view family : kWithoutAvx2) {
