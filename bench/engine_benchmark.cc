@@ -226,12 +226,11 @@ struct InteractionInputs {
   static constexpr int kInteractionDim = 16;
   static constexpr int kExamples = 1024;
   static constexpr size_t kPairs = kCount * (kCount - 1) / 2;
-  // As the model lays a batch out: rounded up to 16 and 16 more, so that
-  // the rows of a block do not all fall in the same cache sets.
-  static constexpr size_t kStride = kExamples + 16;
+  // As the model lays a batch out.
+  const size_t stride = model_internal::FeatureMajorStride(kExamples);
   InteractionInputs()
-      : vectors(kCount * kInteractionDim * kStride),
-        pair_values(kPairs * kStride),
+      : vectors(kCount * kInteractionDim * stride),
+        pair_values(kPairs * stride),
         vector_grads(vectors.size()) {
     std::mt19937 random(7);
     std::uniform_real_distribution<float> value(-1, 1);
@@ -248,7 +247,7 @@ void BM_DotInteraction(benchmark::State& state) {
   for (auto _ : state) {
     model_internal::DotInteractionBatch(in.vectors.data(), in.kCount,
                                         in.kInteractionDim, in.kExamples,
-                                        in.kStride, in.pair_values.data());
+                                        in.stride, in.pair_values.data());
     benchmark::DoNotOptimize(in.pair_values.data());
   }
   state.SetItemsProcessed(state.iterations() * in.kExamples);
@@ -260,7 +259,7 @@ void BM_DotInteractionBackward(benchmark::State& state) {
   for (auto _ : state) {
     model_internal::DotInteractionBackwardBatch(
         in.vectors.data(), in.pair_values.data(), in.kCount, in.kInteractionDim,
-        in.kExamples, in.kStride, in.vector_grads.data());
+        in.kExamples, in.stride, in.vector_grads.data());
     benchmark::DoNotOptimize(in.vector_grads.data());
   }
   state.SetItemsProcessed(state.iterations() * in.kExamples);

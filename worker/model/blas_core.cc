@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/ascii.h"
 
 namespace strata {
@@ -36,11 +37,9 @@ std::string BetterBlasCoreType(absl::string_view core_name,
       "bobcat",   "bulldozer", "piledriver",   "steamroller",
       "athlon",   "opteron",   "opteron_sse3", "nano"};
   const std::string name = absl::AsciiStrToLower(core_name);
-  bool without_avx2 = false;
-  for (absl::string_view family : kWithoutAvx2) {
-    if (name == family) without_avx2 = true;
+  if (!absl::c_linear_search(kWithoutAvx2, name) || !units.avx2_fma) {
+    return "";
   }
-  if (!without_avx2 || !units.avx2_fma) return "";
   return units.avx512 ? "SkylakeX" : "Haswell";
 }
 

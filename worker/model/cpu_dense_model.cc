@@ -61,11 +61,6 @@ void MatMulToTransposed(int m, int n, int k, const float* w, const float* g,
               n, 0.0f, c_t, ld);
 }
 
-// Floats between rows of a feature-major array of `batch` examples: padded
-// so that rows are not a power-of-two bytes apart, where the rows a loop
-// walks together would all fall in the same few cache sets.
-int FeatureMajorStride(int batch) { return (batch + 15) / 16 * 16 + 16; }
-
 // grad[k] = 0 where the ReLU's output y[k] is 0. A select rather than a
 // branch: about half the outputs are zero, so a branch mispredicts often,
 // and the select vectorizes.
@@ -203,7 +198,7 @@ class CpuDenseModel final : public DenseModel {
     const int n = batch.batch_size;
     const int dim = config_.embedding_dim;
     const int fields = config_.num_fields;
-    stride_ = FeatureMajorStride(n);
+    stride_ = model_internal::FeatureMajorStride(n);
     const size_t stride = stride_;
     // Every row's first n columns are written below; the kernels read the
     // padding columns but their results there are never used, so the

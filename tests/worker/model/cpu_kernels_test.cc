@@ -24,7 +24,7 @@ struct Shape {
 // floats, the examples in the first columns.
 struct FeatureMajor {
   FeatureMajor(int rows, int examples)
-      : stride((examples + 15) / 16 * 16 + 16), values(rows * stride) {}
+      : stride(FeatureMajorStride(examples)), values(rows * stride) {}
   float& at(int row, int example) { return values[row * stride + example]; }
   size_t stride;
   std::vector<float> values;

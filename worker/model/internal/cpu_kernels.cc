@@ -74,54 +74,36 @@ STRATA_KERNEL_INLINE void DotBlock(const float* vt, int count, int dim,
   }
 }
 
-// Components of v_a whose gradients one pass over the pairs of a sums at
-// once: each pair's gradient g_ab is loaded once per kDims components
-// rather than once per component. 4 x 2 sums and the two halves of g_ab
-// take 10 of the 16 AVX registers.
-constexpr int kDims = 4;
-
-// dv_a[d, d + kDims) += sum over b != a of g_ab v_b for one full block.
-STRATA_KERNEL_INLINE void DotBackwardDims(const float* vt,
-                                          const float* const* pair_rows,
-                                          int count, int a, int dim, int d,
-                                          size_t stride, size_t first,
-                                          float* dvt) {
-  Float8 lo[kDims] = {}, hi[kDims] = {};
+// dv_a[d, d + kComponents) += sum over b != a of g_ab v_b for one full
+// block, in one pass over the pairs of a: each pair's gradient g_ab is
+// loaded once per kComponents components rather than once per component.
+template <int kComponents>
+STRATA_KERNEL_INLINE void DotBackwardComponents(const float* vt,
+                                                const float* const* pair_rows,
+                                                int count, int a, int dim,
+                                                int d, size_t stride,
+                                                size_t first, float* dvt) {
+  Float8 lo[kComponents] = {}, hi[kComponents] = {};
   for (int b = 0; b < count; ++b) {
     if (b == a) continue;
     const Float8 g_lo = Load8(pair_rows[b]);
     const Float8 g_hi = Load8(pair_rows[b] + 8);
     const float* xb = vt + (b * dim + d) * stride + first;
-    for (int k = 0; k < kDims; ++k) {
+    for (int k = 0; k < kComponents; ++k) {
       lo[k] += g_lo * Load8(xb + k * stride);
       hi[k] += g_hi * Load8(xb + k * stride + 8);
     }
   }
-  for (int k = 0; k < kDims; ++k) {
+  for (int k = 0; k < kComponents; ++k) {
     float* out = dvt + (a * dim + d + k) * stride + first;
     Store8(out, Load8(out) + lo[k]);
     Store8(out + 8, Load8(out + 8) + hi[k]);
   }
 }
 
-// dv_a[d] += sum over b != a of g_ab v_b for one component.
-STRATA_KERNEL_INLINE void DotBackwardDim(const float* vt,
-                                         const float* const* pair_rows,
-                                         int count, int a, int dim, int d,
-                                         size_t stride, size_t first,
-                                         float* dvt) {
-  Float8 lo = {}, hi = {};
-  for (int b = 0; b < count; ++b) {
-    if (b == a) continue;
-    const float* g = pair_rows[b];
-    const float* xb = vt + (b * dim + d) * stride + first;
-    lo += Load8(g) * Load8(xb);
-    hi += Load8(g + 8) * Load8(xb + 8);
-  }
-  float* out = dvt + (a * dim + d) * stride + first;
-  Store8(out, Load8(out) + lo);
-  Store8(out + 8, Load8(out + 8) + hi);
-}
+// Components summed at once: 4 x 2 sums and the two halves of g_ab take 10
+// of the 16 AVX registers.
+constexpr int kComponentsAtOnce = 4;
 
 // dv_a += sum over b != a of g_ab v_b for one full block; each output row
 // is written once. `pair_rows` has room for `count` pointers.
@@ -138,11 +120,13 @@ STRATA_KERNEL_INLINE void DotBackwardBlock(const float* vt, const float* ddots,
       pair_rows[b] = ddots + pair * stride + first;
     }
     int d = 0;
-    for (; d + kDims <= dim; d += kDims) {
-      DotBackwardDims(vt, pair_rows, count, a, dim, d, stride, first, dvt);
+    for (; d + kComponentsAtOnce <= dim; d += kComponentsAtOnce) {
+      DotBackwardComponents<kComponentsAtOnce>(vt, pair_rows, count, a, dim, d,
+                                               stride, first, dvt);
     }
     for (; d < dim; ++d) {
-      DotBackwardDim(vt, pair_rows, count, a, dim, d, stride, first, dvt);
+      DotBackwardComponents<1>(vt, pair_rows, count, a, dim, d, stride, first,
+                               dvt);
     }
   }
 }

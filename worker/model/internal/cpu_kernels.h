@@ -10,6 +10,12 @@ namespace model_internal {
 // AVX2+FMA and for baseline x86-64, and the loader picks the one this CPU
 // runs (GCC function multiversioning); elsewhere only the portable one.
 
+// Floats between rows of a feature-major array of `batch` examples: n
+// rounded up to 16 (the kernels' blocks) and 16 more, so that rows are not
+// a power-of-two bytes apart, where the rows a loop walks together would
+// all fall in the same few cache sets.
+inline int FeatureMajorStride(int batch) { return (batch + 15) / 16 * 16 + 16; }
+
 // The dot interaction of a batch stored feature-major: vt holds count x dim
 // rows of n values, `stride` floats apart (stride >= n rounded up to 16;
 // the padding columns must be readable and are written with garbage) (row a *
