@@ -26,36 +26,25 @@ for bin in strata-server strata-worker strata-datagen; do
   [[ -x "$BIN/$bin" ]] || { echo "train_cpu_vs_gpu.sh: no $BIN/$bin" >&2; exit 2; }
 done
 
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/strata-gpu-train.XXXXXX")
-SHARD_PID=""
-cleanup() {
-  [[ -n "$SHARD_PID" ]] && kill -TERM "$SHARD_PID" 2>/dev/null &&
-    wait "$SHARD_PID" 2>/dev/null
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/../../bench/lib.sh"
+bench_start gpu-train  # $WORK and $PIDS, stopped and removed on exit
 
 "$BIN/strata-datagen" --out="$WORK/rows" --rows="$ROWS" \
   --holdout_rows="$HOLDOUT_ROWS" >"$WORK/datagen.txt" || exit 1
 
-start_shard() {  # a fresh shard; sets SHARD_PID and SHARD
+start_shard() {  # start_shard NAME: a fresh shard; sets SHARD_PID and SHARD
   local dir="$WORK/shard.$1"
   "$BIN/strata-server" --port=0 --port_file="$dir.port" --data_dir="$dir" \
-    --durability=periodic --log_level=warning 2>"$dir.log" &
+    --durability=periodic --log_level=warning &
   SHARD_PID=$!
-  for _ in $(seq 600); do
-    [[ -s "$dir.port" ]] && break
-    kill -0 "$SHARD_PID" 2>/dev/null || { cat "$dir.log" >&2; exit 1; }
-    sleep 0.1
-  done
-  [[ -s "$dir.port" ]] || { echo "shard did not start" >&2; exit 1; }
+  PIDS+=("$SHARD_PID")
+  wait_file "$dir.port" "$SHARD_PID"
   SHARD="127.0.0.1:$(cat "$dir.port")"
 }
 
 stop_shard() {
   kill -TERM "$SHARD_PID" 2>/dev/null
   wait "$SHARD_PID" 2>/dev/null
-  SHARD_PID=""
 }
 
 train() {  # train NAME DEVICE BATCH FLAGS...: one run into $WORK/NAME.DEVICE.json
