@@ -130,6 +130,18 @@ class PsClient {
                             absl::Span<const uint64_t> keys,
                             absl::Span<const float> gradients,
                             uint64_t global_step = 0) = 0;
+  // As Pull and Push, for keys the caller has already made distinct (a
+  // batch's unique keys): the client skips deduplicating them again, a
+  // hash-map pass over every key. REQUIRES: no key repeats (a repeated key
+  // would be pulled twice, and pushed as two updates instead of one of the
+  // summed gradients).
+  virtual absl::Status PullDistinct(absl::string_view table,
+                                    absl::Span<const uint64_t> keys,
+                                    absl::Span<float> out) = 0;
+  virtual absl::Status PushDistinct(absl::string_view table,
+                                    absl::Span<const uint64_t> keys,
+                                    absl::Span<const float> gradients,
+                                    uint64_t global_step) = 0;
 
   // Per shard, in shard order.
   virtual absl::StatusOr<std::vector<v1::StatsResponse>> Stats() = 0;

@@ -68,7 +68,9 @@ class BackgroundPushes {
     absl::MutexLock lock(&mu_);
     std::shared_ptr<AsyncPusher>& pusher = pushers_[table];
     if (pusher == nullptr) {
-      pusher = std::make_shared<AsyncPusher>(client_, table, max_pending);
+      // A layer's keys may repeat within a batch: the client sums them.
+      pusher = std::make_shared<AsyncPusher>(client_, table, max_pending,
+                                             /*distinct_keys=*/false);
     }
     return pusher;
   }

@@ -6,10 +6,12 @@
 
 namespace strata {
 
-AsyncPusher::AsyncPusher(PsClient* ps, std::string table, int max_pending)
+AsyncPusher::AsyncPusher(PsClient* ps, std::string table, int max_pending,
+                         bool distinct_keys)
     : ps_(ps),
       table_(std::move(table)),
       max_pending_(static_cast<size_t>(max_pending)),
+      distinct_keys_(distinct_keys),
       thread_([this] { Loop(); }) {}
 
 AsyncPusher::~AsyncPusher() {
@@ -63,7 +65,10 @@ void AsyncPusher::Loop() {
       ++in_flight_;
     }
     const absl::Status status =
-        ps_->Push(table_, job.keys, job.gradients, job.global_step);
+        distinct_keys_
+            ? ps_->PushDistinct(table_, job.keys, job.gradients,
+                                job.global_step)
+            : ps_->Push(table_, job.keys, job.gradients, job.global_step);
     absl::MutexLock lock(&mu_);
     --in_flight_;
     if (status.ok()) {

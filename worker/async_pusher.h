@@ -22,8 +22,11 @@ class PsClient;
 // fails every later call (the trainer stops). Thread-safe.
 class AsyncPusher {
  public:
-  // REQUIRES: ps outlives the pusher; max_pending >= 1.
-  AsyncPusher(PsClient* ps, std::string table, int max_pending);
+  // REQUIRES: ps outlives the pusher; max_pending >= 1. With
+  // `distinct_keys`, every Push's keys are distinct (a batch's unique keys):
+  // they go out by PsClient::PushDistinct.
+  AsyncPusher(PsClient* ps, std::string table, int max_pending,
+              bool distinct_keys);
   ~AsyncPusher();  // drains the queue
   AsyncPusher(const AsyncPusher&) = delete;
   AsyncPusher& operator=(const AsyncPusher&) = delete;
@@ -51,6 +54,7 @@ class AsyncPusher {
   PsClient* const ps_;
   const std::string table_;
   const size_t max_pending_;
+  const bool distinct_keys_;
 
   mutable absl::Mutex mu_;
   std::deque<Job> queue_ ABSL_GUARDED_BY(mu_);

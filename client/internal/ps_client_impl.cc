@@ -255,22 +255,32 @@ absl::Status PsClientImpl::SetShardMap(const ShardMap& map) {
 
 PsClientImpl::Routing PsClientImpl::Route(absl::string_view table,
                                           absl::Span<const uint64_t> keys,
-                                          const ShardMap& map) const {
+                                          const ShardMap& map,
+                                          Keys kind) const {
   const uint64_t table_hash = HashString(table);
   Routing routing;
   routing.shard_keys.resize(map.num_shards());
   routing.unique_of.resize(keys.size());
+  routing.location.reserve(keys.size());
+  const auto add_unique = [&](uint64_t key) {
+    const uint32_t shard = map.OwnerOfKey(table_hash, key);
+    routing.location.emplace_back(
+        shard, static_cast<uint32_t>(routing.shard_keys[shard].size()));
+    routing.shard_keys[shard].push_back(key);
+  };
+  if (kind == Keys::kDistinct) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      add_unique(keys[i]);
+      routing.unique_of[i] = static_cast<uint32_t>(i);
+    }
+    return routing;
+  }
   absl::flat_hash_map<uint64_t, uint32_t> unique;
   unique.reserve(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     auto [it, inserted] = unique.try_emplace(
         keys[i], static_cast<uint32_t>(routing.location.size()));
-    if (inserted) {
-      const uint32_t shard = map.OwnerOfKey(table_hash, keys[i]);
-      routing.location.emplace_back(
-          shard, static_cast<uint32_t>(routing.shard_keys[shard].size()));
-      routing.shard_keys[shard].push_back(keys[i]);
-    }
+    if (inserted) add_unique(keys[i]);
     routing.unique_of[i] = it->second;
   }
   return routing;
@@ -423,13 +433,25 @@ absl::StatusOr<std::vector<v1::TableInfo>> PsClientImpl::ListTables() {
 absl::Status PsClientImpl::Pull(absl::string_view table,
                                 absl::Span<const uint64_t> keys,
                                 absl::Span<float> out) {
+  return PullKeys(table, keys, out, Keys::kMayRepeat);
+}
+
+absl::Status PsClientImpl::PullDistinct(absl::string_view table,
+                                        absl::Span<const uint64_t> keys,
+                                        absl::Span<float> out) {
+  return PullKeys(table, keys, out, Keys::kDistinct);
+}
+
+absl::Status PsClientImpl::PullKeys(absl::string_view table,
+                                    absl::Span<const uint64_t> keys,
+                                    absl::Span<float> out, Keys kind) {
   STRATA_RETURN_IF_ERROR(CheckSizes(keys, out.size(), "pull"));
   for (int reroutes = 0;; ++reroutes) {
     const std::shared_ptr<const ShardMap> map = shard_map();
     if (reroutes == kMaxReroutes) return TooManyReroutes("pull", *map);
     MapRefusals refusals;
     refusals.reroute_unreachable_below = map->version();
-    STRATA_RETURN_IF_ERROR(PullRouted(table, keys, out, *map, &refusals));
+    STRATA_RETURN_IF_ERROR(PullRouted(table, keys, out, *map, kind, &refusals));
     if (refusals.shards.empty()) return absl::OkStatus();
     // Pulls are idempotent: the whole pull goes again by the newer map.
     STRATA_RETURN_IF_ERROR(
@@ -440,10 +462,10 @@ absl::Status PsClientImpl::Pull(absl::string_view table,
 absl::Status PsClientImpl::PullRouted(absl::string_view table,
                                       absl::Span<const uint64_t> keys,
                                       absl::Span<float> out,
-                                      const ShardMap& map,
+                                      const ShardMap& map, Keys kind,
                                       MapRefusals* refusals) {
   const size_t dim = out.size() / keys.size();
-  const Routing routing = Route(table, keys, map);
+  const Routing routing = Route(table, keys, map, kind);
   std::vector<v1::PullRequest> requests(map.num_shards());
   std::vector<grpc::ByteBuffer> responses(map.num_shards());
   std::vector<size_t> targets;
@@ -527,6 +549,20 @@ absl::Status PsClientImpl::Push(absl::string_view table,
                                 absl::Span<const uint64_t> keys,
                                 absl::Span<const float> gradients,
                                 uint64_t global_step) {
+  return PushKeys(table, keys, gradients, global_step, Keys::kMayRepeat);
+}
+
+absl::Status PsClientImpl::PushDistinct(absl::string_view table,
+                                        absl::Span<const uint64_t> keys,
+                                        absl::Span<const float> gradients,
+                                        uint64_t global_step) {
+  return PushKeys(table, keys, gradients, global_step, Keys::kDistinct);
+}
+
+absl::Status PsClientImpl::PushKeys(absl::string_view table,
+                                    absl::Span<const uint64_t> keys,
+                                    absl::Span<const float> gradients,
+                                    uint64_t global_step, Keys kind) {
   STRATA_RETURN_IF_ERROR(CheckSizes(keys, gradients.size(), "push"));
   std::vector<uint64_t> refused_keys;
   std::vector<float> refused_gradients;
@@ -537,7 +573,8 @@ absl::Status PsClientImpl::Push(absl::string_view table,
     std::vector<uint64_t> next_keys;
     std::vector<float> next_gradients;
     STRATA_RETURN_IF_ERROR(PushRouted(table, keys, gradients, global_step, *map,
-                                      &refusals, &next_keys, &next_gradients));
+                                      kind, &refusals, &next_keys,
+                                      &next_gradients));
     if (refusals.shards.empty()) return absl::OkStatus();
     // The refused requests were not applied: only their keys go again, by
     // the newer map and under a new sequence (a shard that applied its part
@@ -555,11 +592,11 @@ absl::Status PsClientImpl::PushRouted(absl::string_view table,
                                       absl::Span<const uint64_t> keys,
                                       absl::Span<const float> gradients,
                                       uint64_t global_step, const ShardMap& map,
-                                      MapRefusals* refusals,
+                                      Keys kind, MapRefusals* refusals,
                                       std::vector<uint64_t>* refused_keys,
                                       std::vector<float>* refused_gradients) {
   const size_t dim = gradients.size() / keys.size();
-  const Routing routing = Route(table, keys, map);
+  const Routing routing = Route(table, keys, map, kind);
   // Sum the gradients of each unique key into its shard's buffer.
   std::vector<std::vector<float>> summed(map.num_shards());
   for (size_t s = 0; s < map.num_shards(); ++s) {

@@ -44,6 +44,13 @@ class PsClientImpl final : public PsClient {
   absl::Status Push(absl::string_view table, absl::Span<const uint64_t> keys,
                     absl::Span<const float> gradients,
                     uint64_t global_step) override;
+  absl::Status PullDistinct(absl::string_view table,
+                            absl::Span<const uint64_t> keys,
+                            absl::Span<float> out) override;
+  absl::Status PushDistinct(absl::string_view table,
+                            absl::Span<const uint64_t> keys,
+                            absl::Span<const float> gradients,
+                            uint64_t global_step) override;
   absl::StatusOr<std::vector<v1::StatsResponse>> Stats() override;
   absl::StatusOr<std::vector<v1::CheckpointResponse>> Checkpoint(
       absl::string_view checkpoint_id, uint64_t global_step,
@@ -88,20 +95,31 @@ class PsClientImpl final : public PsClient {
   absl::Status ForEachShard(size_t count,
                             const std::function<absl::Status(size_t)>& call);
 
+  // Whether a call's keys may repeat (Pull, Push) or not (PullDistinct,
+  // PushDistinct).
+  enum class Keys { kMayRepeat, kDistinct };
   // Splits `keys` into unique keys per shard. unique_of[i] is the index of
   // keys[i] among the unique keys; location[u] its (shard, position).
+  // Distinct keys are their own unique keys: no deduplication.
   struct Routing {
     std::vector<std::vector<uint64_t>> shard_keys;
     std::vector<uint32_t> unique_of;
     std::vector<std::pair<uint32_t, uint32_t>> location;
   };
   Routing Route(absl::string_view table, absl::Span<const uint64_t> keys,
-                const ShardMap& map) const;
+                const ShardMap& map, Keys kind) const;
+  absl::Status PullKeys(absl::string_view table,
+                        absl::Span<const uint64_t> keys, absl::Span<float> out,
+                        Keys kind);
+  absl::Status PushKeys(absl::string_view table,
+                        absl::Span<const uint64_t> keys,
+                        absl::Span<const float> gradients, uint64_t global_step,
+                        Keys kind);
   // Pull by `map`; OK with `refusals` filled when shards refused it for
   // another map (then `out` is incomplete).
   absl::Status PullRouted(absl::string_view table,
                           absl::Span<const uint64_t> keys,
-                          absl::Span<float> out, const ShardMap& map,
+                          absl::Span<float> out, const ShardMap& map, Keys kind,
                           MapRefusals* refusals);
   // Push by `map` under a new sequence; the keys (and summed gradients) of
   // shards that refused it for another map are left in `refused_keys` and
@@ -109,7 +127,7 @@ class PsClientImpl final : public PsClient {
   absl::Status PushRouted(absl::string_view table,
                           absl::Span<const uint64_t> keys,
                           absl::Span<const float> gradients,
-                          uint64_t global_step, const ShardMap& map,
+                          uint64_t global_step, const ShardMap& map, Keys kind,
                           MapRefusals* refusals,
                           std::vector<uint64_t>* refused_keys,
                           std::vector<float>* refused_gradients);

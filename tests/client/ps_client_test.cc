@@ -250,6 +250,36 @@ TEST_F(PsClientTest, PullAnswersInTheCallersKeyOrder) {
       rows, ElementsAreArray(ReferenceRows(table, {{keys, gradients}}, order)));
 }
 
+TEST_F(PsClientTest, DistinctKeyCallsMatchTheDeduplicatingOnes) {
+  const v1::TableConfig table = UniformSgdTable("t");
+  ASSERT_THAT(client_->CreateTable(table), IsOk());
+  // Distinct keys of both shards in a scrambled order, half of them pushed
+  // by PushDistinct and half by Push.
+  std::vector<uint64_t> keys = Keys(60, "t");
+  std::shuffle(keys.begin(), keys.end(), std::mt19937(3));
+  const std::vector<uint64_t> first(keys.begin(), keys.begin() + 30);
+  const std::vector<uint64_t> second(keys.begin() + 30, keys.end());
+  std::vector<float> gradients(first.size() * kDim);
+  for (size_t i = 0; i < gradients.size(); ++i) {
+    gradients[i] = 0.02f * static_cast<float>(i % 31) - 0.25f;
+  }
+  ASSERT_THAT(client_->PushDistinct("t", first, gradients, /*global_step=*/1),
+              IsOk());
+  ASSERT_THAT(client_->Push("t", second, gradients), IsOk());
+
+  std::vector<uint64_t> order = keys;
+  order.push_back(100000);  // never pushed
+  std::vector<float> distinct(order.size() * kDim);
+  std::vector<float> deduplicated(order.size() * kDim);
+  ASSERT_THAT(client_->PullDistinct("t", order, absl::MakeSpan(distinct)),
+              IsOk());
+  ASSERT_THAT(client_->Pull("t", order, absl::MakeSpan(deduplicated)), IsOk());
+  EXPECT_THAT(distinct,
+              ElementsAreArray(ReferenceRows(
+                  table, {{first, gradients}, {second, gradients}}, order)));
+  EXPECT_EQ(distinct, deduplicated);
+}
+
 TEST_F(PsClientTest, KeysAreSpreadOverBothShards) {
   ASSERT_THAT(client_->CreateTable(UniformSgdTable("t")), IsOk());
   const std::vector<uint64_t> keys = Keys(200, "t");

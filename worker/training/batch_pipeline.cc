@@ -77,16 +77,16 @@ absl::Status PullRows(PsClient& ps, const FieldTables& tables, int dim,
   const std::vector<int> widths = tables.WidthsFor(dim);
   if (batch->key_tables.empty() && widths[0] == dim) {
     batch->embeddings.resize(batch->unique_keys.size() * dim);
-    return ps.Pull(tables.names[0], batch->unique_keys,
-                   absl::MakeSpan(batch->embeddings));
+    return ps.PullDistinct(tables.names[0], batch->unique_keys,
+                           absl::MakeSpan(batch->embeddings));
   }
   std::vector<TableRows> by_table = SplitRowsByTable(*batch, {}, dim, widths);
   for (size_t t = 0; t < by_table.size(); ++t) {
     TableRows& rows = by_table[t];
     if (rows.keys.empty()) continue;
     rows.values.resize(rows.keys.size() * widths[t]);
-    STRATA_RETURN_IF_ERROR(
-        ps.Pull(tables.names[t], rows.keys, absl::MakeSpan(rows.values)));
+    STRATA_RETURN_IF_ERROR(ps.PullDistinct(tables.names[t], rows.keys,
+                                           absl::MakeSpan(rows.values)));
   }
   // Back in unique-key order: each table's keys are in that order too.
   batch->embeddings.assign(batch->unique_keys.size() * dim, 0.0f);
@@ -116,8 +116,8 @@ void ForEachKeyOfExample(const PreparedBatch& batch, Visit visit) {
 absl::Status PullWideTerm(PsClient& ps, const std::string& wide_table,
                           PreparedBatch* batch) {
   std::vector<float> weights(batch->unique_keys.size());
-  if (absl::Status s =
-          ps.Pull(wide_table, batch->unique_keys, absl::MakeSpan(weights));
+  if (absl::Status s = ps.PullDistinct(wide_table, batch->unique_keys,
+                                       absl::MakeSpan(weights));
       !s.ok()) {
     return s;
   }

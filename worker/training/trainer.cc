@@ -293,13 +293,15 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   auto pipeline = BatchPipeline::Start(pipeline_options);
   if (!pipeline.ok()) return pipeline.status();
   pushers_.clear();
+  // Every push is of a batch's unique keys (per table), already distinct.
   for (const std::string& table : field_tables_.names) {
     pushers_.push_back(std::make_unique<AsyncPusher>(
-        ps_, table, std::max(1, options_.staleness)));
+        ps_, table, std::max(1, options_.staleness), /*distinct_keys=*/true));
   }
   if (!options_.wide_table.empty()) {
     wide_pusher_ = std::make_unique<AsyncPusher>(
-        ps_, options_.wide_table, std::max(1, options_.staleness));
+        ps_, options_.wide_table, std::max(1, options_.staleness),
+        /*distinct_keys=*/true);
   }
   current_epoch_ = epoch_;
 
