@@ -75,15 +75,15 @@ TEST_P(DotInteractionKernelTest, ForwardIsEachPairsDotProduct) {
   }
 }
 
-TEST_P(DotInteractionKernelTest, BackwardAddsEachPairsGradientToBothSides) {
+TEST_P(DotInteractionKernelTest, BackwardWritesEachPairsGradientToBothSides) {
   const Shape& shape = shape_;
   FeatureMajor& vectors = vectors_;
   FeatureMajor pair_grads(pairs(), shape.examples);
   FillRandom(pair_grads, random_);
-  // The kernel adds to what is there.
+  // The kernel writes every row: what was there is overwritten.
   FeatureMajor grads(shape.count * shape.dim, shape.examples);
   FillRandom(grads, random_);
-  FeatureMajor want = grads;
+  FeatureMajor want(shape.count * shape.dim, shape.examples);
 
   DotInteractionBackwardBatch(vectors.values.data(), pair_grads.values.data(),
                               shape.count, shape.dim, shape.examples,

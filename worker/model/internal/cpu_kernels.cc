@@ -74,7 +74,7 @@ STRATA_KERNEL_INLINE void DotBlock(const float* vt, int count, int dim,
   }
 }
 
-// dv_a[d, d + kComponents) += sum over b != a of g_ab v_b for one full
+// dv_a[d, d + kComponents) = sum over b != a of g_ab v_b for one full
 // block, in one pass over the pairs of a: each pair's gradient g_ab is
 // loaded once per kComponents components rather than once per component.
 template <int kComponents>
@@ -96,8 +96,8 @@ STRATA_KERNEL_INLINE void DotBackwardComponents(const float* vt,
   }
   for (int k = 0; k < kComponents; ++k) {
     float* out = dvt + (a * dim + d + k) * stride + first;
-    Store8(out, Load8(out) + lo[k]);
-    Store8(out + 8, Load8(out + 8) + hi[k]);
+    Store8(out, lo[k]);
+    Store8(out + 8, hi[k]);
   }
 }
 
@@ -105,7 +105,7 @@ STRATA_KERNEL_INLINE void DotBackwardComponents(const float* vt,
 // of the 16 AVX registers.
 constexpr int kComponentsAtOnce = 4;
 
-// dv_a += sum over b != a of g_ab v_b for one full block; each output row
+// dv_a = sum over b != a of g_ab v_b for one full block; each output row
 // is written once. `pair_rows` has room for `count` pointers.
 STRATA_KERNEL_INLINE void DotBackwardBlock(const float* vt, const float* ddots,
                                            int count, int dim, size_t stride,

@@ -25,8 +25,9 @@ inline int FeatureMajorStride(int batch) { return (batch + 15) / 16 * 16 + 16; }
 void DotInteractionBatch(const float* vt, int count, int dim, int n,
                          size_t stride, float* dots);
 
-// dvt (same layout as vt) += d<v_a, v_b> / dv for the pairs' gradients
-// `ddots` (same layout as DotInteractionBatch's output).
+// dvt (same layout as vt) = d<v_a, v_b> / dv for the pairs' gradients
+// `ddots` (same layout as DotInteractionBatch's output). Every row of dvt is
+// written (columns [0, n rounded up to 16)), so dvt need not be zeroed.
 void DotInteractionBackwardBatch(const float* vt, const float* ddots, int count,
                                  int dim, int n, size_t stride, float* dvt);
 
