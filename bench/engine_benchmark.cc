@@ -18,6 +18,7 @@
 #include "common/huge_page_allocator.h"
 #include "common/pull_wire.h"
 #include "embedding/embedding_table.h"
+#include "embedding/initializer.h"
 #include "serving/internal/row_cache.h"
 #include "worker/model/internal/cpu_kernels.h"
 
@@ -135,6 +136,28 @@ void BM_ApplyGradientsUncached(benchmark::State& state) {
   state.SetLabel(track_dirty ? "dirty rows tracked" : "");
 }
 BENCHMARK(BM_ApplyGradientsUncached)->Arg(0)->Arg(1);
+
+// New rows' initial values (a pull of an unseen key, a push creating one),
+// dimension 16: truncated normal (0) or uniform (1).
+void BM_InitializerFill(benchmark::State& state) {
+  InitializerConfig config;
+  config.type = state.range(0) == 0 ? InitializerType::kTruncatedNormal
+                                    : InitializerType::kUniform;
+  config.stddev = 0.01f;
+  config.min = -0.05f;
+  config.max = 0.05f;
+  const Initializer initializer(config, /*seed=*/7);
+  constexpr uint32_t kRowDim = 16;
+  float row[kRowDim];
+  FeatureId key = 0;
+  for (auto _ : state) {
+    initializer.Fill(++key, kRowDim, row);
+    benchmark::DoNotOptimize(row);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(state.range(0) == 0 ? "truncated normal" : "uniform");
+}
+BENCHMARK(BM_InitializerFill)->Arg(0)->Arg(1);
 
 void BM_FloatsToHalves(benchmark::State& state) {
   std::vector<float> in(8192 * kDim, 0.123f);

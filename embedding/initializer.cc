@@ -4,6 +4,18 @@
 
 #include "common/hash.h"
 
+// glibc's vector math library (libmvec): log and cos of two doubles at once,
+// dispatched by glibc to the CPU's widest implementation. Its results are
+// within 4 ulp of the correctly rounded ones, like the scalar functions'
+// (within 1 ulp): the floats drawn differ from the scalar path's at most in
+// their last bit, and rarely.
+#if defined(__GLIBC__) && defined(__x86_64__) && defined(STRATA_HAVE_LIBMVEC)
+#include <emmintrin.h>
+extern "C" __m128d _ZGVbN2v_log(__m128d);
+extern "C" __m128d _ZGVbN2v_cos(__m128d);
+#define STRATA_VECTOR_NORMALS 1
+#endif
+
 namespace strata {
 namespace {
 
@@ -18,12 +30,29 @@ class RowRandom {
     return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
   }
 
-  // Standard normal by Box-Muller (one of the pair is used).
-  double NextNormal() {
-    double u1 = NextUniform();
-    const double u2 = NextUniform();
-    if (u1 < 1e-12) u1 = 1e-12;
-    return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+  // Standard normals by Box-Muller (one of each pair is used), draw by draw
+  // the same as kNormalsAtOnce calls of a one-at-a-time generator: normal k
+  // takes uniforms 2k and 2k + 1.
+  static constexpr int kNormalsAtOnce = 8;
+  void NextNormals(double* z) {
+    double u1[kNormalsAtOnce], angle[kNormalsAtOnce];
+    for (int k = 0; k < kNormalsAtOnce; ++k) {
+      u1[k] = NextUniform();
+      if (u1[k] < 1e-12) u1[k] = 1e-12;
+      angle[k] = 6.283185307179586 * static_cast<double>(NextUniform());
+    }
+#ifdef STRATA_VECTOR_NORMALS
+    for (int k = 0; k < kNormalsAtOnce; k += 2) {
+      const __m128d radius = _mm_sqrt_pd(
+          _mm_mul_pd(_mm_set1_pd(-2.0), _ZGVbN2v_log(_mm_loadu_pd(u1 + k))));
+      _mm_storeu_pd(z + k,
+                    _mm_mul_pd(radius, _ZGVbN2v_cos(_mm_loadu_pd(angle + k))));
+    }
+#else
+    for (int k = 0; k < kNormalsAtOnce; ++k) {
+      z[k] = std::sqrt(-2.0 * std::log(u1[k])) * std::cos(angle[k]);
+    }
+#endif
   }
 
  private:
@@ -53,13 +82,19 @@ void Initializer::Fill(FeatureId key, uint32_t dim, float* out) const {
       return;
     }
     case InitializerType::kTruncatedNormal: {
+      // A batch of normals at a time (the log and cos of Box-Muller were
+      // most of a new row's cost); the draws past the last value a row
+      // takes are dropped, so the values are those of one at a time.
       RowRandom random(Mix64(seed_ ^ Mix64(key)));
-      for (uint32_t i = 0; i < dim; ++i) {
-        double z;
-        do {
-          z = random.NextNormal();
-        } while (std::fabs(z) > 2.0);  // Redraw outside two stddevs.
-        out[i] = static_cast<float>(config_.mean + config_.stddev * z);
+      double z[RowRandom::kNormalsAtOnce];
+      uint32_t i = 0;
+      while (i < dim) {
+        random.NextNormals(z);
+        for (int k = 0; k < RowRandom::kNormalsAtOnce && i < dim; ++k) {
+          // Redraw outside two stddevs.
+          if (std::fabs(z[k]) > 2.0) continue;
+          out[i++] = static_cast<float>(config_.mean + config_.stddev * z[k]);
+        }
       }
       return;
     }
