@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -313,14 +314,20 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsSerially(
     if (!s.ok()) return load_error.ok() ? s : load_error;
     const TableId table_id = tables[b]->id();
     const uint32_t dim = tables[b]->dim(), state_dim = tables[b]->state_dim();
-    const float* row = staged[b].rows.data();
-    for (FeatureId key : staged[b].keys) {
-      const std::string row_key = RowKey(table_id, key);
+    const std::vector<FeatureId>& keys = staged[b].keys;
+    // In key order: the vector memtable sorts its entries when it flushes,
+    // and runs already in order spare that sort most of its cache misses.
+    std::vector<uint32_t> order(keys.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(),
+              [&keys](uint32_t a, uint32_t b) { return keys[a] < keys[b]; });
+    for (uint32_t i : order) {
+      const float* row = staged[b].rows.data() + size_t{i} * (dim + state_dim);
+      const std::string row_key = RowKey(table_id, keys[i]);
       write.Put(handles_[1], row_key, FloatSlice(row, dim));
       if (state_dim > 0) {
         write.Put(handles_[2], row_key, FloatSlice(row + dim, state_dim));
       }
-      row += dim + state_dim;
     }
   }
   if (deduplicated) {
