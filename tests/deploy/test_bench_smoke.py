@@ -277,6 +277,25 @@ def test_ab_run_pairs_two_builds_round_by_round():
     assert len(ratios) == 4, done.stdout
 
 
+def test_training_ab_pairs_two_builds_with_worker_and_shard_cpu():
+    # The same build as A and B on a small data set: a row per run with
+    # samples/s, the worker's and the shard's CPU and the AUC, and the
+    # ratios per round.
+    build = m.bin_dir().parent
+    env = dict(os.environ, ROUNDS="2", ROWS="6000", HOLDOUT_ROWS="1000",
+               BATCH="256")
+    done = run_bench_script("run_training_ab.sh", build, build, env=env)
+    rows = [line.split() for line in done.stdout.splitlines()
+            if re.fullmatch(r"[12] [AB] [0-9]+ [0-9.]+ [0-9.]+ [0-9.]+", line)]
+    assert [row[:2] for row in rows] == [["1", "A"], ["1", "B"], ["2", "B"],
+                                         ["2", "A"]], done.stdout
+    for row in rows:
+        assert float(row[2]) > 0 and float(row[3]) > 0, row
+        assert 0.5 < float(row[5]) < 1.0, row  # a learned, held-out AUC
+    assert len(re.findall(r"round [12]: [0-9.]+; [0-9.]+, [0-9.]+, [0-9.]+",
+                          done.stdout)) == 2, done.stdout
+
+
 def test_serving_run_reports_freshness_per_push_rate_and_lookup_cpu(tmp_path):
     build = m.bin_dir().parent
     env = dict(os.environ, DURATION_S="0.5", NUM_KEYS="5000", DIM="8",
