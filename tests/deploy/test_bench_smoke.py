@@ -23,6 +23,16 @@ def run_bench_script(script, *build_dirs, env):
     return done
 
 
+def alternating_rows(done, row_pattern):
+    """The lines of DONE's output that match ROW_PATTERN (after "ROUND
+    BUILD "), split; asserts that two rounds ran A, B and then B, A."""
+    rows = [line.split() for line in done.stdout.splitlines()
+            if re.fullmatch(r"[12] [AB] " + row_pattern, line)]
+    assert [row[:2] for row in rows] == [["1", "A"], ["1", "B"], ["2", "B"],
+                                         ["2", "A"]], done.stdout
+    return rows
+
+
 def test_bench_matrix_runs_and_reports_cpu_per_million_keys(tmp_path):
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
@@ -252,10 +262,7 @@ def test_recovery_run_kills_and_restarts_each_build():
     env = dict(os.environ, ROUNDS="2", NUM_KEYS="5000", DIM="8",
                BATCH="1000", PUSH_S="0.5")
     done = run_bench_script("run_recovery.sh", build, build, env=env)
-    rows = [line.split() for line in done.stdout.splitlines()
-            if re.fullmatch(r"[12] [AB] [0-9]+ [0-9.]+ [0-9]+", line)]
-    assert [row[:2] for row in rows] == [["1", "A"], ["1", "B"], ["2", "B"],
-                                         ["2", "A"]], done.stdout
+    rows = alternating_rows(done, r"[0-9]+ [0-9.]+ [0-9]+")
     assert all(float(row[3]) > 0 for row in rows), rows
     assert len(re.findall(r"round [12]: [0-9.]+", done.stdout)) == 2, \
         done.stdout
@@ -285,10 +292,7 @@ def test_training_ab_pairs_two_builds_with_worker_and_shard_cpu():
     env = dict(os.environ, ROUNDS="2", ROWS="6000", HOLDOUT_ROWS="1000",
                BATCH="256")
     done = run_bench_script("run_training_ab.sh", build, build, env=env)
-    rows = [line.split() for line in done.stdout.splitlines()
-            if re.fullmatch(r"[12] [AB] [0-9]+ [0-9.]+ [0-9.]+ [0-9.]+", line)]
-    assert [row[:2] for row in rows] == [["1", "A"], ["1", "B"], ["2", "B"],
-                                         ["2", "A"]], done.stdout
+    rows = alternating_rows(done, r"[0-9]+ [0-9.]+ [0-9.]+ [0-9.]+")
     for row in rows:
         assert float(row[2]) > 0 and float(row[3]) > 0, row
         assert 0.5 < float(row[5]) < 1.0, row  # a learned, held-out AUC

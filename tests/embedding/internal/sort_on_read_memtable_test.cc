@@ -87,24 +87,16 @@ class SortOnReadMemTableTest : public ::testing::Test {
     }
   }
 
-  static KeyValues Forward(rocksdb::DB& db) {
+  // Every live key and value, first to last (or last to first).
+  static KeyValues Scan(rocksdb::DB& db, bool forward = true) {
     KeyValues all;
     std::unique_ptr<rocksdb::Iterator> it(
         db.NewIterator(rocksdb::ReadOptions()));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    for (forward ? it->SeekToFirst() : it->SeekToLast(); it->Valid();
+         forward ? it->Next() : it->Prev()) {
       all.emplace_back(it->key().ToString(), it->value().ToString());
     }
     EXPECT_TRUE(it->status().ok());
-    return all;
-  }
-
-  static KeyValues Backward(rocksdb::DB& db) {
-    KeyValues all;
-    std::unique_ptr<rocksdb::Iterator> it(
-        db.NewIterator(rocksdb::ReadOptions()));
-    for (it->SeekToLast(); it->Valid(); it->Prev()) {
-      all.emplace_back(it->key().ToString(), it->value().ToString());
-    }
     return all;
   }
 
@@ -137,19 +129,19 @@ TEST_F(SortOnReadMemTableTest, ReadsAsTheSkipListMemtableDoes) {
   ASSERT_NE(db, nullptr);
   Fill(*reference);
   Fill(*db);
-  const KeyValues want = Forward(*reference);
+  const KeyValues want = Scan(*reference);
   ASSERT_GT(want.size(), 2000u);
 
   // From the mutable memtable (a sorted copy per iterator), then from an
   // immutable one being flushed, then from the table file.
-  EXPECT_EQ(Forward(*db), want);
-  EXPECT_EQ(Backward(*db), Backward(*reference));
+  EXPECT_EQ(Scan(*db), want);
+  EXPECT_EQ(Scan(*db, /*forward=*/false), Scan(*reference, /*forward=*/false));
   EXPECT_EQ(Seeks(*db), Seeks(*reference));
   std::string value;
   ASSERT_TRUE(db->Get(rocksdb::ReadOptions(), want[7].first, &value).ok());
   EXPECT_EQ(value, want[7].second);
   ASSERT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());
-  EXPECT_EQ(Forward(*db), want);
+  EXPECT_EQ(Scan(*db), want);
   EXPECT_EQ(Seeks(*db), Seeks(*reference));
 }
 
@@ -160,17 +152,17 @@ TEST_F(SortOnReadMemTableTest, LogReplayedIntoItAfterACrashReadsTheSame) {
     auto db = Open(path, NewSortOnReadMemTableFactory());
     ASSERT_NE(db, nullptr);
     Fill(*db);
-    want = Forward(*db);
+    want = Scan(*db);
     // Closed without a flush: the rows are only in the write-ahead log.
   }
   auto db = Open(path, NewSortOnReadMemTableFactory());
   ASSERT_NE(db, nullptr);
-  EXPECT_EQ(Forward(*db), want);
+  EXPECT_EQ(Scan(*db), want);
   ASSERT_TRUE(db->Flush(rocksdb::FlushOptions()).ok());
   db.reset();
   auto reopened = Open(path, nullptr);  // the files need no special memtable
   ASSERT_NE(reopened, nullptr);
-  EXPECT_EQ(Forward(*reopened), want);
+  EXPECT_EQ(Scan(*reopened), want);
 }
 
 }  // namespace
