@@ -18,7 +18,6 @@
 #include "embedding/embedding_store.h"
 #include "embedding/internal/checkpoint_delta.h"
 #include "embedding/internal/rocksdb_files.h"
-#include "embedding/internal/sort_on_read_memtable.h"
 #include "embedding/rocksdb_logger.h"
 #include "embedding/storage_format.h"
 #include "embedding/table_config.h"
@@ -66,10 +65,9 @@ class FamilyDb {
     options.create_missing_column_families = !read_only;
     if (!read_only) {
       // Rows arrive in batches and are read back only after the flush: an
-      // unsorted memtable makes each insert an append (a skip list spent a
-      // third of the time comparing keys), sorted once per flush.
-      options.memtable_factory =
-          embedding_internal::NewSortOnReadMemTableFactory();
+      // unsorted vector memtable makes each insert an append (a skip list
+      // spent a third of the time comparing keys), sorted once per flush.
+      options.memtable_factory.reset(new rocksdb::VectorRepFactory());
       options.allow_concurrent_memtable_write = false;
       options.write_buffer_size = kWriteBufferBytes;
     }

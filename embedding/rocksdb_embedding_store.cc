@@ -12,7 +12,6 @@
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/system_memory.h"
-#include "embedding/internal/sort_on_read_memtable.h"
 #include "embedding/rocksdb_logger.h"
 #include "embedding/storage_format.h"
 #include "rocksdb/cache.h"
@@ -36,10 +35,11 @@ absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
   db_options.info_log = RocksDbLogger();
   if (options_.rocksdb_env != nullptr) db_options.env = options_.rocksdb_env;
   // The store is written in large batches and read back only by iterators
-  // (recovery, checkpoints), never by point lookups: an unsorted memtable
-  // makes each insert an append instead of a skip-list search, which was
-  // most of a push's time in sync and group modes (and its sort at a flush
-  // is cheap: see sort_on_read_memtable.h).
+  // (recovery, checkpoints), never by point lookups: an unsorted vector
+  // memtable makes each insert an append instead of a skip-list search,
+  // which was most of a push's time in sync and group modes. (Its sort at a
+  // flush is cheaper for rows written in key order, as flushes and pushes
+  // write them.)
   // Tables with a memory budget read rows back one by one: they need the
   // skip list (sorted) and Bloom filters that spare disk reads for keys
   // never written.
@@ -53,7 +53,7 @@ absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
   db_options.table_factory.reset(
       rocksdb::NewBlockBasedTableFactory(table_options));
   if (!skiplist_memtables_) {
-    db_options.memtable_factory = NewSortOnReadMemTableFactory();
+    db_options.memtable_factory.reset(new rocksdb::VectorRepFactory());
     db_options.allow_concurrent_memtable_write = false;
   }
   db_options.write_buffer_size = options_.write_buffer_bytes;
