@@ -6,6 +6,8 @@ namespace strata {
 
 AdaptiveThrottle::AdaptiveThrottle(const Options& options)
     : k_(std::max(1.0, options.k)),
+      max_refusal_probability_(
+          std::clamp(options.max_refusal_probability, 0.0, 1.0)),
       bucket_width_(std::max(options.window / kBuckets, absl::Milliseconds(1))),
       clock_(options.clock),
       random_state_(options.seed | 1) {}
@@ -28,7 +30,8 @@ double AdaptiveThrottle::Probability(absl::Time now) {
     requests += static_cast<double>(bucket.requests);
     accepts += static_cast<double>(bucket.accepts);
   }
-  return std::max(0.0, (requests - k_ * accepts) / (requests + 1));
+  return std::clamp((requests - k_ * accepts) / (requests + 1), 0.0,
+                    max_refusal_probability_);
 }
 
 bool AdaptiveThrottle::Allow() {

@@ -24,6 +24,16 @@ namespace strata {
 // neither requests nor accepts, so the burst a cold client sends before
 // its first answer does not read as refusals. Thread-safe.
 //
+// The probability never exceeds max_refusal_probability (as Envoy's
+// admission control caps its own): local refusals count as requests, so
+// once the formula nears 1 (a server that refused everything for a moment)
+// it feeds itself and reopens by only about a factor of k per window,
+// from the 1 / (requests + 1) it lets through: minutes for a blip. With
+// the default cap a tenth of the calls still reach the server, and their
+// accepts reopen the throttle within a few seconds of a start-up blip and
+// a few windows of a long outage. Offered loads up to k / (1 - cap) times what
+// the server accepts (20x for k = 2) are throttled as before.
+//
 // Example:
 //   if (!throttle.Allow()) return absl::ResourceExhaustedError(...);
 //   grpc::Status s = stub->Lookup(...);
@@ -37,6 +47,8 @@ class AdaptiveThrottle {
     double k = 2.0;
     // How far back requests and accepts count.
     absl::Duration window = absl::Seconds(10);
+    // Ceiling of the local refusal probability, in (0, 1].
+    double max_refusal_probability = 0.9;
     Clock* clock = Clock::Real();
     uint64_t seed = 1;
   };
@@ -63,6 +75,7 @@ class AdaptiveThrottle {
   double Probability(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const double k_;
+  const double max_refusal_probability_;
   const absl::Duration bucket_width_;
   Clock* const clock_;
   absl::Mutex mu_;

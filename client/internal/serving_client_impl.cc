@@ -54,22 +54,21 @@ absl::Status ServingClientImpl::WithRetries(
   absl::Duration backoff = options_.initial_backoff;
   while (true) {
     const size_t replica = next_.fetch_add(1) % stubs_.size();
-    grpc::Status status;
     if (throttle_ != nullptr && !throttle_->Allow()) {
-      status = grpc::Status(
-          grpc::StatusCode::RESOURCE_EXHAUSTED,
+      // Ends the call: retrying would only draw again until one draw let
+      // it through, and the throttle would then hold back almost nothing.
+      return absl::ResourceExhaustedError(
           "throttled by the client: the serving replicas refuse calls for "
           "overload (ServingClientOptions::throttle_k)");
-    } else {
-      grpc::ClientContext context;
-      context.set_deadline(std::chrono::system_clock::now() +
-                           absl::ToChronoMilliseconds(options_.rpc_timeout));
-      AddBearerToken(options_.auth_token, context);
-      status = call(*stubs_[replica], context);
-      if (throttle_ != nullptr) {
-        throttle_->Record(AcceptedByServer(
-            static_cast<absl::StatusCode>(status.error_code())));
-      }
+    }
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() +
+                         absl::ToChronoMilliseconds(options_.rpc_timeout));
+    AddBearerToken(options_.auth_token, context);
+    const grpc::Status status = call(*stubs_[replica], context);
+    if (throttle_ != nullptr) {
+      throttle_->Record(
+          AcceptedByServer(static_cast<absl::StatusCode>(status.error_code())));
     }
     if (status.ok()) return absl::OkStatus();
     const absl::Status error(

@@ -104,8 +104,8 @@ class EndpointPool:
                  throttle=None):
         self.endpoints = parse_endpoints(endpoints)
         self.policy = policy
-        # An AdaptiveThrottle (_throttle.py), or None: attempts it refuses
-        # fail here as the server's RESOURCE_EXHAUSTED would, without a call.
+        # An AdaptiveThrottle (_throttle.py), or None: an attempt it refuses
+        # ends the call here, without a call to a server and without retry.
         self._throttle = throttle
         self._channels = [grpc.insecure_channel(e, options=_CHANNEL_OPTIONS)
                           for e in self.endpoints]
@@ -161,8 +161,12 @@ class EndpointPool:
                 return response
             except grpc.RpcError as e:
                 code = e.code()
-                if self._throttle is not None and not isinstance(
-                        e, _ThrottledLocally):
+                if isinstance(e, _ThrottledLocally):
+                    # Ends the call: retrying would only draw again until
+                    # one draw let it through.
+                    last_unavailable = (e, endpoint)
+                    break
+                if self._throttle is not None:
                     self._throttle.record(code not in _NOT_ACCEPTED)
                 primary = (redirected_primary(e.details())
                            if code == grpc.StatusCode.FAILED_PRECONDITION

@@ -8,7 +8,14 @@ max(0, (requests - k * accepts) / (requests + 1)) over the last `window`
 seconds, so the server sees about k times what it accepts. A call counts
 once its outcome is known (refused here, or answered): calls in flight are
 neither requests nor accepts, so the burst a cold client sends before its
-first answer does not read as refusals."""
+first answer does not read as refusals.
+
+The probability never exceeds `max_refusal` (0.9): refusals here count as
+requests, so without a ceiling a server that refused everything for a
+moment would leave the throttle refusing nearly every call for minutes.
+With it a tenth of the calls still reach the server and their accepts
+reopen the throttle; loads up to k / (1 - max_refusal) times what the
+server accepts are throttled as before."""
 
 import random
 import threading
@@ -21,12 +28,17 @@ class AdaptiveThrottle:
     """Thread-safe. `k` >= 1: calls sent per call accepted before local
     refusals start; `clock` returns seconds (time.monotonic by default)."""
 
-    def __init__(self, k=2.0, window=10.0, clock=time.monotonic, seed=None):
+    def __init__(self, k=2.0, window=10.0, clock=time.monotonic, seed=None,
+                 max_refusal=0.9):
         if k < 1:
             raise ValueError(f"throttle k must be >= 1, not {k!r}")
+        if not 0 < max_refusal <= 1:
+            raise ValueError(
+                f"throttle max_refusal must be in (0, 1], not {max_refusal!r}")
         if window <= 0:
             raise ValueError(f"throttle window must be > 0 s, not {window!r}")
         self._k = float(k)
+        self._max_refusal = float(max_refusal)
         self._width = float(window) / _BUCKETS
         self._clock = clock
         self._random = random.Random(seed)
@@ -48,7 +60,8 @@ class AdaptiveThrottle:
             if newest - number < _BUCKETS:
                 requests += sent
                 accepts += accepted
-        return max(0.0, (requests - self._k * accepts) / (requests + 1))
+        probability = (requests - self._k * accepts) / (requests + 1)
+        return min(self._max_refusal, max(0.0, probability))
 
     def allow(self):
         """Whether to send the next call; counts it as a request when

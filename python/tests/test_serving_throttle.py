@@ -77,11 +77,39 @@ def test_refusals_stop_once_the_overload_leaves_the_window():
     assert throttle.refusal_probability() == 0.0
 
 
+def test_a_refused_start_does_not_shut_the_throttle():
+    # Without the ceiling, the formula stayed at requests / (requests + 1)
+    # and the throttle let about one call in a thousand through.
+    clock = FakeClock()
+    throttle = AdaptiveThrottle(k=2.0, clock=clock, seed=1)
+    for _ in range(100):
+        if throttle.allow():
+            throttle.record(False)
+    assert throttle.refusal_probability() == pytest.approx(0.9)
+    assert sent_in_last_second(throttle, clock, 1000, 1000, 5) >= 950
+
+
+def test_reopens_within_two_and_a_half_windows_of_an_outage():
+    clock = FakeClock()
+    throttle = AdaptiveThrottle(k=2.0, clock=clock, seed=1)
+    assert sent_in_last_second(throttle, clock, 1000, 0, 30) <= 110
+    assert sent_in_last_second(throttle, clock, 1000, 1000, 25) >= 950
+
+
+def test_a_ceiling_of_one_refuses_nearly_everything_of_a_dead_server():
+    clock = FakeClock()
+    throttle = AdaptiveThrottle(k=2.0, clock=clock, seed=1, max_refusal=1.0)
+    assert sent_in_last_second(throttle, clock, 1000, 0, 30) <= 2
+    assert throttle.refusal_probability() > 0.999
+
+
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="k must be >= 1"):
         AdaptiveThrottle(k=0.5)
     with pytest.raises(ValueError, match="window"):
         AdaptiveThrottle(window=0)
+    with pytest.raises(ValueError, match="max_refusal"):
+        AdaptiveThrottle(max_refusal=0)
 
 
 class RefusingServing(strata_pb2_grpc.ServingServiceServicer):

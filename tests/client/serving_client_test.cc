@@ -59,14 +59,18 @@ class ServingClientThrottleTest : public ::testing::Test {
   }
   void TearDown() override { server_->Shutdown(); }
 
-  // `lookups` calls of one attempt each; returns their errors' messages.
+  // `lookups` calls, each retried for `retry_deadline` (by default one
+  // attempt per call); returns their errors' messages.
   std::vector<std::string> LookUp(
       double throttle_k, int lookups,
-      absl::StatusCode expected = absl::StatusCode::kResourceExhausted) {
+      absl::StatusCode expected = absl::StatusCode::kResourceExhausted,
+      absl::Duration retry_deadline = absl::ZeroDuration()) {
     ServingClientOptions options;
     options.endpoints = {address_};
     options.throttle_k = throttle_k;
-    options.retry_deadline = absl::ZeroDuration();  // One attempt per call.
+    options.retry_deadline = retry_deadline;
+    options.initial_backoff = absl::Milliseconds(1);
+    options.max_backoff = absl::Milliseconds(2);
     auto client = ServingClient::Create(options);
     EXPECT_TRUE(client.ok()) << client.status();
     std::vector<std::string> errors;
@@ -94,6 +98,19 @@ TEST_F(ServingClientThrottleTest, RefusedCallsAreMostlyNotSentAgain) {
   EXPECT_LT(service_.calls.load(), 40);
   EXPECT_GT(service_.calls.load(), 0);
   EXPECT_EQ(CountThrottled(errors), 200 - service_.calls.load());
+}
+
+// A call refused by the throttle ends there. Retried, it drew again every
+// few milliseconds until a draw let it through, and nearly every call
+// reached the refusing server.
+TEST_F(ServingClientThrottleTest, ThrottledCallsAreNotRetried) {
+  const std::vector<std::string> errors =
+      LookUp(2.0, 20, absl::StatusCode::kResourceExhausted,
+             /*retry_deadline=*/absl::Milliseconds(50));
+  // Each call retries the server's refusals for 50 ms: about 25 attempts,
+  // 500 in all without the throttle.
+  EXPECT_LT(service_.calls.load(), 25);
+  EXPECT_GT(CountThrottled(errors), 10);
 }
 
 TEST_F(ServingClientThrottleTest, CallsPastTheirDeadlineAreNotCountedAccepted) {

@@ -92,6 +92,42 @@ TEST(AdaptiveThrottleTest, RefusalsStopOnceTheOverloadLeavesTheWindow) {
   EXPECT_TRUE(throttle.Allow());
 }
 
+// A server that refused a client's first calls (a stall while the client
+// started) left the formula at requests / (requests + 1): every later call
+// was refused locally and counted as another request, so the throttle let
+// through about one call in a thousand for the rest of the window and
+// reopened by a factor of k per window after it.
+TEST(AdaptiveThrottleTest, ARefusedStartDoesNotShutTheThrottle) {
+  testing::FakeClock clock;
+  AdaptiveThrottle throttle(OptionsWith(&clock, 2.0));
+  for (int i = 0; i < 100; ++i) {
+    if (throttle.Allow()) throttle.Record(false);
+  }
+  EXPECT_NEAR(throttle.RefusalProbability(), 0.9, 1e-9);
+  // The server accepts everything from now on.
+  const int sent = SentInLastSecond(throttle, clock, /*offered=*/1000,
+                                    /*capacity=*/1000, /*seconds=*/5);
+  EXPECT_GE(sent, 950);
+}
+
+TEST(AdaptiveThrottleTest, ReopensWithinTwoAndAHalfWindowsOfAnOutage) {
+  testing::FakeClock clock;
+  AdaptiveThrottle throttle(OptionsWith(&clock, 2.0));
+  // The server refuses everything for three windows...
+  EXPECT_LE(SentInLastSecond(throttle, clock, 1000, 0, 30), 110);
+  // ...and then accepts everything again.
+  EXPECT_GE(SentInLastSecond(throttle, clock, 1000, 1000, 25), 950);
+}
+
+TEST(AdaptiveThrottleTest, ACapOfOneRefusesNearlyEverythingOfADeadServer) {
+  testing::FakeClock clock;
+  AdaptiveThrottle::Options options = OptionsWith(&clock, 2.0);
+  options.max_refusal_probability = 1.0;
+  AdaptiveThrottle throttle(options);
+  EXPECT_LE(SentInLastSecond(throttle, clock, 1000, 0, 30), 2);
+  EXPECT_GT(throttle.RefusalProbability(), 0.999);
+}
+
 TEST(AdaptiveThrottleTest, KBelowOneIsTakenAsOne) {
   testing::FakeClock clock;
   AdaptiveThrottle throttle(OptionsWith(&clock, 0.1));
