@@ -2,6 +2,11 @@
 
 #include <cstring>
 
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
 namespace strata {
 namespace {
 
@@ -58,11 +63,68 @@ float HalfToFloat(uint16_t half) {
   return BitsToFloat(sign | ((exponent + 112u) << 23) | (mantissa << 13));
 }
 
+#if defined(__x86_64__)
+namespace {
+
+// F16C converts eight values an instruction, rounding to nearest even as
+// FloatToHalf does; the scalar code takes about as long per value as a
+// serving lookup spends copying it. Built for F16C whatever the compiler's
+// target, and called only where the CPU has it.
+__attribute__((target("avx,f16c"))) void FloatsToHalvesF16c(const float* in,
+                                                            size_t count,
+                                                            uint16_t* out) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i halves =
+        _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), halves);
+  }
+  for (; i < count; ++i) out[i] = FloatToHalf(in[i]);
+}
+
+__attribute__((target("avx,f16c"))) void HalvesToFloatsF16c(const uint16_t* in,
+                                                            size_t count,
+                                                            float* out) {
+  size_t i = 0;
+  for (; i + 8 <= count; i += 8) {
+    const __m128i halves =
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i));
+    _mm256_storeu_ps(out + i, _mm256_cvtph_ps(halves));
+  }
+  for (; i < count; ++i) out[i] = HalfToFloat(in[i]);
+}
+
+// CPUID says F16C and AVX, and the OS saves the AVX registers (XCR0 bits
+// 1 and 2). (Clang 14's __builtin_cpu_supports does not know "f16c".)
+bool CpuHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return false;
+  const unsigned needed = bit_OSXSAVE | bit_AVX | bit_F16C;
+  if ((ecx & needed) != needed) return false;
+  unsigned xcr0_low = 0, xcr0_high = 0;
+  __asm__("xgetbv" : "=a"(xcr0_low), "=d"(xcr0_high) : "c"(0));
+  return (xcr0_low & 6u) == 6u;
+}
+
+bool HasF16c() {
+  static const bool has = CpuHasF16c();
+  return has;
+}
+
+}  // namespace
+#endif
+
 void FloatsToHalves(const float* in, size_t count, uint16_t* out) {
+#if defined(__x86_64__)
+  if (HasF16c()) return FloatsToHalvesF16c(in, count, out);
+#endif
   for (size_t i = 0; i < count; ++i) out[i] = FloatToHalf(in[i]);
 }
 
 void HalvesToFloats(const uint16_t* in, size_t count, float* out) {
+#if defined(__x86_64__)
+  if (HasF16c()) return HalvesToFloatsF16c(in, count, out);
+#endif
   for (size_t i = 0; i < count; ++i) out[i] = HalfToFloat(in[i]);
 }
 
