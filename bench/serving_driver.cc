@@ -110,7 +110,8 @@ RunResult SendLookups(const BenchOptions& options,
             static_cast<absl::StatusCode>(call->status.error_code())));
       }
       if (call->status.ok() &&
-          call->response.Length() < call->keys * options.dim * sizeof(float)) {
+          call->response.Length() <
+              call->keys * options.dim * options.bytes_per_value()) {
         // Not parsed, but an answer too short to hold the rows is wrong.
         result.AddError("SHORT_ANSWER",
                         absl::StrCat("an answer of ", call->response.Length(),
@@ -174,6 +175,7 @@ absl::StatusOr<RunResult> RunServingLookup(const BenchOptions& options) {
     v1::LookupRequest request;
     request.set_table(options.table);
     request.mutable_keys()->Add(batches[i].begin(), batches[i].end());
+    if (options.fp16) request.set_encoding(v1::FLOAT16);
     const std::string bytes = request.SerializeAsString();
     grpc::Slice slice(bytes);
     requests[i] = grpc::ByteBuffer(&slice, 1);

@@ -65,8 +65,8 @@ ABSL_FLAG(double, push_keys_per_s, 100000,
 ABSL_FLAG(double, duration_s, 10, "Measured seconds (not for load modes).");
 ABSL_FLAG(double, warmup_s, 1, "Seconds run before measuring starts.");
 ABSL_FLAG(std::string, encoding, "float32",
-          "Values on the wire: float32 or float16 (Redis rows are stored in "
-          "it too).");
+          "Values on the wire: float32 or float16 (pulls, pushes and "
+          "serving lookups; Redis rows are stored in it too).");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of the key draws and of the row values.");
 ABSL_FLAG(int, timeout_ms, 10000, "Deadline of every request.");
 ABSL_FLAG(int, pool_batches, 16,

@@ -39,6 +39,10 @@ struct ServingClientOptions {
   // Bearer token sent as "authorization" metadata on every call (needed
   // when the server runs with --auth_reads). Default: empty (none sent).
   std::string auth_token;
+  // Ask for the rows as IEEE half floats on the wire: half the bytes (the
+  // replicas' and this client's time goes mostly to copying them), about
+  // three significant digits; Lookup still writes floats. Default: false.
+  bool fp16_values = false;
   // Client-side throttling (common/adaptive_throttle.h): once the replicas
   // refuse calls for overload, up to about this many calls are sent per call
   // they accept and the rest fail here at once with RESOURCE_EXHAUSTED, so

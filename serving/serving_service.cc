@@ -433,6 +433,13 @@ absl::Status ServingService::DoLookup(const v1::LookupRequest& request,
   absl::StatusOr<EmbeddingTableConfig> config =
       options_.store->GetTableConfig(request.table());
   if (!config.ok()) return config.status();
+  if (!v1::ValueEncoding_IsValid(request.encoding())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lookup request asks for value encoding ",
+                     request.encoding(), ", not FLOAT32 (0) or FLOAT16 (1)"));
+  }
+  const bool fp16 = request.encoding() == v1::FLOAT16;
+  // Counted as floats either way: an fp16 answer is built from floats.
   const uint64_t bytes = n * config->dim * sizeof(float);
   if (bytes > options_.max_response_bytes) {
     // Refused before the answer is allocated; it could never succeed.
@@ -441,7 +448,7 @@ absl::Status ServingService::DoLookup(const v1::LookupRequest& request,
         " keys of dimension ", config->dim, "), over the limit of ",
         options_.max_response_bytes, " bytes: look up fewer keys per request"));
   }
-  serving_internal::LookupResponseWriter answer(n * config->dim);
+  serving_internal::LookupResponseWriter answer(n * config->dim, fp16);
   absl::StatusOr<size_t> missing = options_.store->Lookup(
       request.table(),
       absl::MakeConstSpan(request.keys().data(), request.keys_size()),

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
+#include "common/fp16.h"
 #include "common/tls.h"
 #include "grpcpp/grpcpp.h"
 
@@ -101,6 +102,7 @@ absl::Status ServingClientImpl::Lookup(absl::string_view table,
   v1::LookupRequest request;
   request.set_table(std::string(table));
   request.mutable_keys()->Add(keys.begin(), keys.end());
+  if (options_.fp16_values) request.set_encoding(v1::FLOAT16);
   v1::LookupResponse response;
   absl::Status status = WithRetries(
       [&](v1::ServingService::Stub& stub, grpc::ClientContext& context) {
@@ -108,13 +110,21 @@ absl::Status ServingClientImpl::Lookup(absl::string_view table,
         return stub.Lookup(&context, request, &response);
       });
   if (!status.ok()) return status;
-  if (response.dim() != dim ||
-      static_cast<size_t>(response.values_size()) != out.size()) {
+  const size_t values = options_.fp16_values
+                            ? response.values_fp16().size() / sizeof(uint16_t)
+                            : static_cast<size_t>(response.values_size());
+  if (response.dim() != dim || values != out.size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "table '", table, "' has dimension ", response.dim(), ", not ", dim,
         " (output of ", out.size(), " floats for ", keys.size(), " keys)"));
   }
-  std::copy(response.values().begin(), response.values().end(), out.begin());
+  if (options_.fp16_values) {
+    HalvesToFloats(
+        reinterpret_cast<const uint16_t*>(response.values_fp16().data()),
+        out.size(), out.data());
+  } else {
+    std::copy(response.values().begin(), response.values().end(), out.begin());
+  }
   if (num_missing != nullptr) *num_missing = response.num_missing();
   return absl::OkStatus();
 }

@@ -96,6 +96,19 @@ def test_lookups_equal_the_training_values(client, trained):
         np.testing.assert_array_equal(client.lookup(name, trained.keys), rows)
 
 
+def test_fp16_lookups_are_the_values_rounded_to_halves(serving_address,
+                                                      trained):
+    with strata.ServingClient(serving_address, timeout=5.0,
+                              fp16=True) as half_client:
+        for name, rows in trained.expected.items():
+            halves = half_client.lookup(name, trained.keys)
+            assert halves.dtype == np.float32 and halves.shape == rows.shape
+            np.testing.assert_array_equal(
+                halves, rows.astype(np.float16).astype(np.float32))
+            # Trained values are seldom halves: the answer was rounded.
+            assert (halves != rows).mean() > 0.5
+
+
 def test_status_shows_every_shard_followed_and_caught_up(
         client, trained, shard_addresses):
     status = client.status()

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "common/fp16.h"
 #include "common/wire_varint.h"
 #include "grpc/slice.h"
 
@@ -13,6 +14,7 @@ namespace {
 constexpr uint8_t kDimTag = (1 << 3) | 0;
 constexpr uint8_t kValuesTag = (2 << 3) | 2;
 constexpr uint8_t kNumMissingTag = (3 << 3) | 0;
+constexpr uint8_t kHalvesTag = (4 << 3) | 2;
 constexpr uint8_t kPaddingTag = (15 << 3) | 2;
 
 // The values' length is a fixed-size varint, so that the padding can be
@@ -24,8 +26,9 @@ constexpr size_t kHeaderBytes = 2 + 1 + kLengthBytes;
 
 }  // namespace
 
-LookupResponseWriter::LookupResponseWriter(size_t num_values) {
-  const size_t value_bytes = num_values * sizeof(float);
+LookupResponseWriter::LookupResponseWriter(size_t num_values, bool fp16) {
+  const size_t value_bytes =
+      num_values * (fp16 ? sizeof(uint16_t) : sizeof(float));
   // Always a heap buffer: grpc_slice_malloc may keep a small slice inline
   // in the grpc_slice value, where the pointers kept here would not survive
   // the copy into slice_.
@@ -38,15 +41,24 @@ LookupResponseWriter::LookupResponseWriter(size_t num_values) {
   *out++ = static_cast<uint8_t>(padding);
   std::memset(out, 0, padding);
   out += padding;
-  *out++ = kValuesTag;
+  *out++ = fp16 ? kHalvesTag : kValuesTag;
   out = WriteFixedVarint(value_bytes, out);
-  values_ = absl::MakeSpan(reinterpret_cast<float*>(out), num_values);
+  if (fp16) {
+    scratch_.reset(new float[num_values]);  // Uninitialized, as the slice.
+    values_ = absl::MakeSpan(scratch_.get(), num_values);
+    halves_ = reinterpret_cast<uint16_t*>(out);
+  } else {
+    values_ = absl::MakeSpan(reinterpret_cast<float*>(out), num_values);
+  }
   end_ = out + value_bytes;
   slice_ = grpc::Slice(raw, grpc::Slice::STEAL_REF);
 }
 
 grpc::ByteBuffer LookupResponseWriter::Finish(uint32_t dim,
                                               uint32_t num_missing) {
+  if (halves_ != nullptr) {
+    FloatsToHalves(values_.data(), values_.size(), halves_);
+  }
   uint8_t* out = end_;
   *out++ = kDimTag;
   out = WriteVarint(dim, out);

@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/fp16.h"
 #include "common/grpc_status.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -190,6 +191,53 @@ TEST_F(FollowTest, AnAnswerPastTheMessageLimitIsRefusedBeforeItIsBuilt) {
       testing::ResidentMiB(cluster_.serving().pid(), "VmHWM");
   ASSERT_THAT(peak.status(), IsOk());
   EXPECT_LT(*peak, 256u);
+}
+
+// A client that asks for half floats gets each value rounded to the
+// nearest half, as FloatToHalf rounds it; an encoding the server does not
+// know is refused, naming it.
+TEST_F(FollowTest, Fp16LookupsAreTheRowsRoundedToHalves) {
+  ASSERT_THAT(cluster_.StartTraining(), IsOk());
+  ASSERT_THAT(cluster_.training().CreateTable(SgdTable("user", kUserDim)),
+              IsOk());
+  ASSERT_THAT(cluster_.training().CreateTable(SgdTable("item", kItemDim)),
+              IsOk());
+  ASSERT_THAT(cluster_.StartServing(), IsOk());
+  const std::vector<uint64_t> keys =
+      PushRandomBatches(cluster_.training(), 4)[0];
+  const absl::StatusOr<std::vector<float>> trained =
+      cluster_.Pull("user", keys, kUserDim);
+  ASSERT_THAT(trained.status(), IsOk());
+  ASSERT_THAT(cluster_.WaitUntilCaughtUp(), IsOk());
+
+  ServingClientOptions options;
+  options.endpoints = {cluster_.serving().address()};
+  options.fp16_values = true;
+  absl::StatusOr<std::unique_ptr<ServingClient>> client =
+      ServingClient::Create(options);
+  ASSERT_THAT(client.status(), IsOk());
+  std::vector<float> rows(keys.size() * kUserDim);
+  ASSERT_THAT((*client)->Lookup("user", keys, absl::MakeSpan(rows)), IsOk());
+  size_t inexact = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    ASSERT_EQ(rows[i], HalfToFloat(FloatToHalf((*trained)[i]))) << i;
+    inexact += rows[i] != (*trained)[i] ? 1 : 0;
+  }
+  // Trained values are seldom halves: the answer was rounded.
+  EXPECT_GT(inexact, rows.size() / 2);
+
+  auto stub = v1::ServingService::NewStub(grpc::CreateChannel(
+      cluster_.serving().address(), grpc::InsecureChannelCredentials()));
+  grpc::ClientContext context;
+  context.set_deadline(Deadline());
+  v1::LookupRequest request;
+  request.set_table("user");
+  request.add_keys(1);
+  request.set_encoding(static_cast<v1::ValueEncoding>(7));
+  v1::LookupResponse response;
+  EXPECT_THAT(FromGrpcStatus(stub->Lookup(&context, request, &response)),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("value encoding 7")));
 }
 
 // The shard map says 2 shards and names no addresses: the missing shard's

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "common/fp16.h"
 #include "gmock/gmock.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "grpcpp/support/slice.h"
@@ -24,15 +25,18 @@ std::string BytesOf(const grpc::ByteBuffer& buffer) {
   return bytes;
 }
 
-// Writes `num_values` distinct values and parses the answer back.
+// Multiples of 0.5 from -3 to 1020.5: exact in half floats too.
+float ValueAt(size_t i) { return static_cast<float>(i % 2048) * 0.5f - 3.0f; }
+
+// Writes `num_values` values and parses the answer back.
 v1::LookupResponse WriteAndParse(size_t num_values, uint32_t dim,
-                                 uint32_t missing) {
-  LookupResponseWriter writer(num_values);
+                                 uint32_t missing, bool fp16 = false) {
+  LookupResponseWriter writer(num_values, fp16);
   absl::Span<float> values = writer.values();
   EXPECT_EQ(values.size(), num_values);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(values.data()) % 16, 0u);
   for (size_t i = 0; i < values.size(); ++i) {
-    values[i] = static_cast<float>(i) * 0.5f - 3.0f;
+    values[i] = ValueAt(i);
   }
   v1::LookupResponse parsed;
   EXPECT_TRUE(parsed.ParseFromString(BytesOf(writer.Finish(dim, missing))));
@@ -48,9 +52,25 @@ TEST(LookupResponseWriterTest, ParsesAsTheProtobufMessageForEverySize) {
     EXPECT_EQ(parsed.num_missing(), 2u);
     ASSERT_EQ(static_cast<size_t>(parsed.values_size()), n);
     for (size_t i = 0; i < n; ++i) {
-      ASSERT_EQ(parsed.values(static_cast<int>(i)),
-                static_cast<float>(i) * 0.5f - 3.0f)
-          << i;
+      ASSERT_EQ(parsed.values(static_cast<int>(i)), ValueAt(i)) << i;
+    }
+  }
+}
+
+TEST(LookupResponseWriterTest, WritesHalfFloatsInValuesFp16) {
+  for (size_t n : {size_t{1}, size_t{3}, size_t{1000}, size_t{1000 * 64}}) {
+    SCOPED_TRACE(n);
+    const v1::LookupResponse parsed = WriteAndParse(n, 5, 1, /*fp16=*/true);
+    EXPECT_EQ(parsed.dim(), 5u);
+    EXPECT_EQ(parsed.num_missing(), 1u);
+    EXPECT_EQ(parsed.values_size(), 0);
+    ASSERT_EQ(parsed.values_fp16().size(), n * sizeof(uint16_t));
+    std::vector<float> values(n);
+    HalvesToFloats(
+        reinterpret_cast<const uint16_t*>(parsed.values_fp16().data()), n,
+        values.data());
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(values[i], ValueAt(i)) << i;
     }
   }
 }
