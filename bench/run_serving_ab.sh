@@ -7,14 +7,17 @@
 # round). Both run through the whole comparison, so that neither's loading,
 # compactions or cache filling falls on the other's measurement, as it does
 # between two separate runs of bench/run_serving.sh on a small machine.
-# Prints one line per measurement with lookups/s, p50/p99/p999 and
-# strata-serving's CPU-seconds per million keys (over the measured window).
+# Prints one line per measurement with lookups/s, p50/p99/p999 and the
+# CPU-seconds per million keys of strata-serving and of the client (over the
+# measured window). ENCODING_B=float16 with the same binary twice compares
+# fp16 answers with float32 ones.
 #
 # Usage: bench/run_serving_ab.sh SERVING_A SERVING_B [BUILD_DIR]
 #   SERVING_A, SERVING_B: strata-serving binaries; the shard, strata-bench
 #   and strata-lookup come from BUILD_DIR/bin (default: ./build).
 # Environment: ROUNDS [4], DURATION_S [5], NUM_KEYS [1000000], DIM [64],
-#              QPS [half the first round's lower maximum]
+#              QPS [half the first round's lower maximum],
+#              ENCODING_A, ENCODING_B [float32]: values on the wire of each
 set -uo pipefail
 if [[ $# -lt 2 ]]; then
   echo "usage: bench/run_serving_ab.sh SERVING_A SERVING_B [BUILD_DIR]" >&2
@@ -26,6 +29,7 @@ ROUNDS=${ROUNDS:-4}
 DURATION_S=${DURATION_S:-5}
 NUM_KEYS=${NUM_KEYS:-1000000}
 DIM=${DIM:-64}
+ENCODINGS=("${ENCODING_A:-float32}" "${ENCODING_B:-float32}")
 BIN="$BUILD_DIR/bin"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_start serving-ab
@@ -58,7 +62,7 @@ lookups() {  # lookups I FLAG...: one strata-bench summary line
   shift
   "$BIN/strata-bench" --mode=serving-lookup --serving="${ADDRESSES[i]}" \
     --table=bench --batch=1000 --dim="$DIM" --num_keys="$NUM_KEYS" \
-    --duration_s="$DURATION_S" --warmup_s=1 \
+    --duration_s="$DURATION_S" --warmup_s=1 --encoding="${ENCODINGS[i]}" \
     --server_pids="${SERVING_PIDS[i]}" "$@" 2>/dev/null | head -1
 }
 report() {  # report ROUND LABEL STEP LINE
@@ -67,16 +71,17 @@ report() {  # report ROUND LABEL STEP LINE
     -v s="$(field "$line" seconds)" -v p50="$(field "$line" p50)" \
     -v p99="$(field "$line" p99)" -v p999="$(field "$line" p999)" \
     -v cpu="$(servers_cpu "$line")" \
-    'BEGIN { printf "| %d | %s | %s | %.0f | %s | %s | %s | %s |\n",
-               r, l, step, (s > 0 ? n / s : 0), p50, p99, p999, cpu }'
+    -v client="$(sed -n 's/.*(client \([0-9.]*\) .*/\1/p' <<<"$line")" \
+    'BEGIN { printf "| %d | %s | %s | %.0f | %s | %s | %s | %s | %s |\n",
+               r, l, step, (s > 0 ? n / s : 0), p50, p99, p999, cpu, client }'
 }
 
 # Every row in the cache of both before anything is measured.
 for i in 0 1; do lookups "$i" --inflight=8 >/dev/null; done
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "| round | serving | step | lookups/s | p50 ms | p99 ms | p999 ms | serving CPU-s per M keys |"
-echo "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: |"
-LABELS=(A B)
+echo "| round | serving | step | lookups/s | p50 ms | p99 ms | p999 ms | serving CPU-s per M keys | client CPU-s per M keys |"
+echo "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"
+LABELS=("A ${ENCODINGS[0]}" "B ${ENCODINGS[1]}")
 qps=${QPS:-0}
 for round in $(seq "$ROUNDS"); do
   order=(0 1)

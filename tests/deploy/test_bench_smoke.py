@@ -326,25 +326,28 @@ def test_serving_run_reports_freshness_per_push_rate_and_lookup_cpu(tmp_path):
 
 
 def test_serving_ab_run_pairs_two_servings_with_their_cpu():
-    # The same strata-serving as A and B: each round has a closed and an
-    # open loop for each, every one answering and with the serving PS's CPU.
+    # The same strata-serving as A and B, B answering in fp16: each round
+    # has a closed and an open loop for each, every one answering and with
+    # the serving PS's and the client's CPU.
     build = m.bin_dir().parent
     serving = m.bin_dir() / "strata-serving"
     env = dict(os.environ, ROUNDS="2", DURATION_S="0.5", NUM_KEYS="5000",
-               DIM="8")
+               DIM="8", ENCODING_B="float16")
     done = run_bench_script("run_serving_ab.sh", serving, serving, build,
                             env=env)
     rows = []
     for line in done.stdout.splitlines():
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 8 and cells[0] in ("1", "2"):
+        if len(cells) == 9 and cells[0] in ("1", "2"):
             rows.append(cells)
     assert len(rows) == 8, done.stdout
     assert {(row[0], row[1]) for row in rows} == {
-        ("1", "A"), ("1", "B"), ("2", "A"), ("2", "B")}, done.stdout
+        ("1", "A float32"), ("1", "B float16"), ("2", "A float32"),
+        ("2", "B float16")}, done.stdout
     for row in rows:
         assert float(row[3]) > 0, row
         assert float(row[7]) > 0, row
+        assert float(row[8]) > 0, row
 
 
 def _start_daemon(argv, port_file, log_path):
