@@ -11,7 +11,9 @@
 # Usage: bench/run_ab.sh BUILD_A BUILD_B
 # Environment: ROUNDS [6]  NUM_KEYS [200000]  DIM [16]  BATCH [1000]
 #              INFLIGHT [8]  DURATION_S [4]  MODES ["pull push"]
-#              DURABILITY [group]  SETTLE_S [2]: seconds waited after the
+#              DURABILITY [group]  ENCODING [float32]: values on the wire
+#              (float16: the pulls answered and the pushes sent as fp16)
+#              SETTLE_S [2]: seconds waited after the
 #              load, so that its writes (a periodic flush of every loaded
 #              row) are not measured as part of the first mode
 set -u
@@ -27,6 +29,7 @@ INFLIGHT=${INFLIGHT:-8}
 DURATION_S=${DURATION_S:-4}
 MODES=${MODES:-pull push}
 DURABILITY=${DURABILITY:-group}
+ENCODING=${ENCODING:-float32}
 SETTLE_S=${SETTLE_S:-2}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_start ab
@@ -43,7 +46,8 @@ run_build() {
   sleep "$SETTLE_S"
   for mode in $MODES; do
     line=$("$BIN/strata-bench" "${common[@]}" --mode=$mode --batch="$BATCH" \
-      --inflight="$INFLIGHT" --duration_s="$DURATION_S" --warmup_s=1 |
+      --inflight="$INFLIGHT" --duration_s="$DURATION_S" --warmup_s=1 \
+      --encoding="$ENCODING" |
       sed -n 1p)
     echo "$label $mode $(field "$line" keys/s) $(sed -E \
       's/.*servers ([0-9.]+)\).*/\1/' <<<"$line")"
