@@ -219,21 +219,33 @@ absl::Status RocksDbServingStore::Apply(const ShardUpdate& update) {
       keys.push_back(RowKey(table.id, rows.keys[i]));
     }
   }
-  // Which rows are new, for the row counts.
-  std::vector<rocksdb::Slice> slices(keys.begin(), keys.end());
-  std::vector<rocksdb::PinnableSlice> found(keys.size());
-  std::vector<rocksdb::Status> statuses(keys.size());
-  db_->MultiGet(rocksdb::ReadOptions(), values(), keys.size(), slices.data(),
-                found.data(), statuses.data());
+  // Which rows are new, for the row counts. A cached row exists (the cache
+  // holds no row RocksDB lacks, and write_mu_ keeps other writers out), so
+  // only the others are read: an update of cached rows makes no point
+  // reads.
+  std::vector<bool> cached;
+  cache_.Contains(writes, cached);
+  std::vector<rocksdb::Slice> slices;
+  for (size_t i = 0; i < writes.size(); ++i) {
+    if (!cached[i]) slices.emplace_back(keys[i]);
+  }
+  std::vector<rocksdb::PinnableSlice> found(slices.size());
+  std::vector<rocksdb::Status> statuses(slices.size());
+  if (!slices.empty()) {
+    db_->MultiGet(rocksdb::ReadOptions(), values(), slices.size(),
+                  slices.data(), found.data(), statuses.data());
+  }
   absl::flat_hash_map<TableId, int64_t> delta;
   absl::flat_hash_set<RowId> added;
   std::string value;
+  size_t read = 0;  // Index into statuses of the next row not cached.
   for (size_t i = 0; i < writes.size(); ++i) {
-    if (statuses[i].IsNotFound()) {
+    const rocksdb::Status* status = cached[i] ? nullptr : &statuses[read++];
+    if (status != nullptr && status->IsNotFound()) {
       if (added.insert(writes[i].id).second) ++delta[writes[i].id.table];
-    } else if (!statuses[i].ok()) {
+    } else if (status != nullptr && !status->ok()) {
       return absl::InternalError(
-          absl::StrCat("serving store read failed: ", statuses[i].ToString()));
+          absl::StrCat("serving store read failed: ", status->ToString()));
     }
     value.assign(reinterpret_cast<const char*>(writes[i].values.data()),
                  writes[i].values.size() * sizeof(float));

@@ -213,6 +213,19 @@ void RowCache::ForEachStripe(absl::Span<const CachedWrite> writes, Fn fn) {
   }
 }
 
+void RowCache::Contains(absl::Span<const CachedWrite> writes,
+                        std::vector<bool>& cached) {
+  cached.assign(writes.size(), false);
+  if (per_stripe_ == 0) return;
+  ForEachStripe(writes, [&](Stripe& stripe, const std::vector<size_t>& rows) {
+    absl::MutexLock lock(&stripe.mu);
+    for (size_t i : rows) {
+      cached[i] = FindSlot(stripe, writes[i].id) !=
+                  embedding_internal::RowIndex::kAbsent;
+    }
+  });
+}
+
 void RowCache::BeginWrite(absl::Span<const CachedWrite> writes,
                           std::vector<bool>& was_cached) {
   was_cached.assign(writes.size(), false);

@@ -68,6 +68,12 @@ class RowCache {
   // write touched the row's stripe since.
   void Offer(const RowId& id, uint64_t ticket, absl::Span<const float> values);
 
+  // Sets cached[i] for each of `writes` whose row is cached now. Every
+  // cached row is in RocksDB too, so a writer that keeps other writers out
+  // need not read these to know they exist.
+  void Contains(absl::Span<const CachedWrite> writes,
+                std::vector<bool>& cached);
+
   // Brackets a RocksDB write of `writes`; EndWrite gets the same span.
   // `was_cached` is scratch space for the pair.
   void BeginWrite(absl::Span<const CachedWrite> writes,

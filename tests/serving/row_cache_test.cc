@@ -45,6 +45,29 @@ TEST_F(RowCacheTest, AnOfferedRowIsHitWithItsValues) {
   EXPECT_EQ(cache.size(), 1u);
 }
 
+TEST_F(RowCacheTest, ContainsTellsCachedRowsOnly) {
+  RowCache cache(1000);
+  Hit(cache, 1);  // Offered, so cached.
+  Hit(cache, 2);
+  const std::vector<float> row(kDim, 5.0f);
+  // A delete of 2 takes it out of the cache.
+  const std::vector<CachedWrite> erase = {{{kTable, 2}, {}}};
+  std::vector<bool> was_cached;
+  cache.BeginWrite(erase, was_cached);
+  cache.EndWrite(erase, was_cached);
+  const std::vector<CachedWrite> asked = {{{kTable, 1}, row},
+                                          {{kTable, 2}, row},
+                                          {{kTable, 3}, row},
+                                          {{kTable + 1, 1}, row},
+                                          {{kTable, 1}, row}};
+  std::vector<bool> cached;
+  cache.Contains(asked, cached);
+  EXPECT_EQ(cached, (std::vector<bool>{true, false, false, false, true}));
+  RowCache disabled(0);
+  disabled.Contains(asked, cached);
+  EXPECT_EQ(cached, std::vector<bool>(asked.size(), false));
+}
+
 TEST_F(RowCacheTest, NeverHoldsMoreThanItsCapacity) {
   // 64 stripes of 2 rows each.
   RowCache cache(128);

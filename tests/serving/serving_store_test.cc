@@ -276,6 +276,28 @@ TEST_F(ServingStoreTest, ManyKeysComeBackInRequestOrderFromDiskAndCache) {
   }
 }
 
+// An update reads only the rows the cache does not hold to tell which are
+// new: with cached, uncached and repeated new rows in one update, and with
+// the cache off, the counts are the same and survive a restart.
+TEST_F(ServingStoreTest, RowCountsStayExactWhenUpdatesMeetCachedRows) {
+  for (uint64_t cache_rows : {uint64_t{64}, uint64_t{0}}) {
+    SCOPED_TRACE(cache_rows);
+    store_.reset();  // Before the file system it lives in.
+    env_.reset(rocksdb::NewMemEnv(rocksdb::Env::Default()));
+    Open(cache_rows);
+    CreateTable();
+    ASSERT_THAT(Delta(0, 1, {1, 2, 3}, 1.0f), IsOk());
+    Lookup({1, 2});  // Cached when there is a cache; 3 is not.
+    ASSERT_THAT(Delta(0, 2, {1, 2, 4, 4, 5, 3}, 2.0f), IsOk());
+    EXPECT_EQ(RowCount(), 5u);
+    ASSERT_THAT(Delta(0, 3, {5, 6, 1}, 3.0f), IsOk());
+    EXPECT_EQ(RowCount(), 6u);
+    EXPECT_THAT(Lookup({1, 3, 6}), ElementsAre(3, 3, 2, 2, 3, 3));
+    Open(cache_rows);
+    EXPECT_EQ(RowCount(), 6u);
+  }
+}
+
 TEST_F(ServingStoreTest, CachedRowsFollowUpdates) {
   Open(/*cache_rows=*/64);
   CreateTable();
