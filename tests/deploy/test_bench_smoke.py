@@ -350,6 +350,25 @@ def test_serving_ab_run_pairs_two_servings_with_their_cpu():
         assert float(row[8]) > 0, row
 
 
+def test_follower_ab_run_gives_each_servings_cpu_per_key_pushed():
+    # The same strata-serving as A and B, one short round: the pushes reach
+    # both, and each spends some CPU applying them.
+    build = m.bin_dir().parent
+    serving = m.bin_dir() / "strata-serving"
+    env = dict(os.environ, ROUNDS="1", NUM_KEYS="5000", DIM="8",
+               PUSH_S="0.5", WARM_S="0.5")
+    done = run_bench_script("run_follower_ab.sh", serving, serving, build,
+                            env=env)
+    rows = []
+    for line in done.stdout.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) == 5 and cells[0] == "1":
+            rows.append(cells)
+    assert len(rows) == 1, done.stdout
+    assert int(rows[0][1]) > 0, rows
+    assert float(rows[0][2]) > 0 and float(rows[0][3]) > 0, rows
+
+
 def _start_daemon(argv, port_file, log_path):
     log = open(log_path, "w", encoding="utf-8")
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
