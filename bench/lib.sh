@@ -13,6 +13,14 @@
 #                     COUNT, data in $WORK/s<i>, the FLAGs added) and waits
 #                     for their ports; sets SHARDS (host:port,...) and
 #                     SHARD_PIDS
+#   start_servings SHARDS BINARY...
+#                     starts one strata-serving per BINARY following
+#                     SHARDS, each caching $NUM_KEYS rows (data in
+#                     $WORK/serving<i>), and waits for their ports; sets
+#                     ADDRESSES and SERVING_PIDS
+#   wait_caught_up    waits until every strata-serving in ADDRESSES has
+#                     applied what its shards had (looking up table bench);
+#                     exits the script if one does not within 300 s
 #   train_on_rows TABLE [FLAG...]
 #                     runs strata-worker against $SHARDS on $WORK/rows
 #                     (evaluated on $WORK/rows.holdout) into table TABLE,
@@ -89,6 +97,31 @@ start_shards() {
     addresses+=("127.0.0.1:$(cat "$WORK/s$s.port")")
   done
   SHARDS=$(IFS=,; echo "${addresses[*]}")
+}
+
+start_servings() {
+  local shards=$1 i=0 binary
+  shift
+  ADDRESSES=()
+  SERVING_PIDS=()
+  for binary in "$@"; do
+    "$binary" --port=0 --port_file="$WORK/serving$i.port" \
+      --shards="$shards" --data_dir="$WORK/serving$i" \
+      --cache_rows="$NUM_KEYS" --log_level=warning &
+    SERVING_PIDS+=($!)
+    PIDS+=($!)
+    wait_file "$WORK/serving$i.port" "${SERVING_PIDS[i]}"
+    ADDRESSES+=("127.0.0.1:$(cat "$WORK/serving$i.port")")
+    i=$((i + 1))
+  done
+}
+
+wait_caught_up() {
+  local address
+  for address in "${ADDRESSES[@]}"; do
+    "$BIN/strata-lookup" --serving="$address" --wait_caught_up_s=300 \
+      bench 0 >/dev/null || exit 1
+  done
 }
 
 cpu_seconds() {

@@ -29,34 +29,13 @@ BIN="$BUILD_DIR/bin"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_start follower-ab
 
-"$BIN/strata-server" --port=0 --port_file="$WORK/shard.port" \
-  --data_dir="$WORK/shard" --durability=periodic --log_level=warning &
-PIDS+=($!)
-wait_file "$WORK/shard.port" "${PIDS[-1]}"
-SHARD="127.0.0.1:$(cat "$WORK/shard.port")"
+start_shards 1 --durability=periodic
 common=(--table=bench --dim="$DIM" --num_keys="$NUM_KEYS" --batch=1000
   --inflight=8)
-"$BIN/strata-bench" --mode=load --shards="$SHARD" "${common[@]}" \
+"$BIN/strata-bench" --mode=load --shards="$SHARDS" "${common[@]}" \
   >/dev/null || exit 1
-ADDRESSES=()
-SERVING_PIDS=()
-for i in 0 1; do
-  "${SERVING_BINS[i]}" --port=0 --port_file="$WORK/serving$i.port" \
-    --shards="$SHARD" --data_dir="$WORK/serving$i" --cache_rows="$NUM_KEYS" \
-    --log_level=warning &
-  SERVING_PIDS+=($!)
-  PIDS+=($!)
-  wait_file "$WORK/serving$i.port" "${SERVING_PIDS[i]}"
-  ADDRESSES+=("127.0.0.1:$(cat "$WORK/serving$i.port")")
-done
-caught_up() {
-  local address
-  for address in "${ADDRESSES[@]}"; do
-    "$BIN/strata-lookup" --serving="$address" --wait_caught_up_s=300 \
-      bench 0 >/dev/null || exit 1
-  done
-}
-caught_up
+start_servings "$SHARDS" "${SERVING_BINS[@]}"
+wait_caught_up
 for i in 0 1; do
   "$BIN/strata-bench" --mode=serving-lookup --serving="${ADDRESSES[i]}" \
     "${common[@]}" --duration_s="$WARM_S" --warmup_s=0 >/dev/null 2>&1 ||
@@ -69,9 +48,9 @@ echo "| ---: | ---: | ---: | ---: | ---: |"
 for round in $(seq "$ROUNDS"); do
   before=("$(cpu_seconds "${SERVING_PIDS[0]}")"
     "$(cpu_seconds "${SERVING_PIDS[1]}")")
-  line=$("$BIN/strata-bench" --mode=push --shards="$SHARD" "${common[@]}" \
+  line=$("$BIN/strata-bench" --mode=push --shards="$SHARDS" "${common[@]}" \
     --duration_s="$PUSH_S" --warmup_s=0 | sed -n 1p)
-  caught_up
+  wait_caught_up
   awk -v r="$round" -v k="$(field "$line" keys)" \
     -v a="$(awk -v b="${before[0]}" -v n="$(cpu_seconds "${SERVING_PIDS[0]}")" \
       'BEGIN { print n - b }')" \

@@ -34,28 +34,12 @@ BIN="$BUILD_DIR/bin"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_start serving-ab
 
-"$BIN/strata-server" --port=0 --port_file="$WORK/shard.port" \
-  --data_dir="$WORK/shard" --durability=group --log_level=warning &
-PIDS+=($!)
-wait_file "$WORK/shard.port" "${PIDS[-1]}"
-SHARD="127.0.0.1:$(cat "$WORK/shard.port")"
-ADDRESSES=()
-SERVING_PIDS=()
-for i in 0 1; do
-  "${SERVING_BINS[i]}" --port=0 --port_file="$WORK/serving$i.port" \
-    --shards="$SHARD" --data_dir="$WORK/serving$i" --cache_rows="$NUM_KEYS" \
-    --log_level=warning &
-  SERVING_PIDS+=($!)
-  PIDS+=($!)
-  wait_file "$WORK/serving$i.port" "${SERVING_PIDS[i]}"
-  ADDRESSES+=("127.0.0.1:$(cat "$WORK/serving$i.port")")
-done
-"$BIN/strata-bench" --mode=load --shards="$SHARD" --table=bench --dim="$DIM" \
-  --num_keys="$NUM_KEYS" --batch=8192 --inflight=8 >/dev/null || exit 1
-for i in 0 1; do
-  "$BIN/strata-lookup" --serving="${ADDRESSES[i]}" --wait_caught_up_s=300 \
-    bench 0 >/dev/null || exit 1
-done
+start_shards 1 --durability=group
+start_servings "$SHARDS" "${SERVING_BINS[@]}"
+"$BIN/strata-bench" --mode=load --shards="$SHARDS" --table=bench \
+  --dim="$DIM" --num_keys="$NUM_KEYS" --batch=8192 --inflight=8 >/dev/null ||
+  exit 1
+wait_caught_up
 
 lookups() {  # lookups I FLAG...: one strata-bench summary line
   local i=$1
