@@ -43,6 +43,8 @@
 #   servers_cpu LINE  the servers' CPU-seconds per million keys of a
 #                     strata-bench summary line run with --server_pids
 #                     (empty when it has none)
+#   client_cpu LINE   the client's CPU-seconds per million keys of such a
+#                     line
 
 bench_start() {
   BENCH_NAME=$1
@@ -130,8 +132,9 @@ cpu_seconds() {
 
 field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
 
-# From "cpu_s/Mkeys=T(client C + servers S)": S.
+# From "cpu_s/Mkeys=T(client C + servers S)": S, and C.
 servers_cpu() { sed -n 's/.*servers \([0-9.]*\)).*/\1/p' <<<"$1"; }
+client_cpu() { sed -n 's/.*(client \([0-9.]*\) .*/\1/p' <<<"$1"; }
 
 FORMER_DEFAULTS=(--epochs=1 --shuffle_buffer=0 --wide=false
   --wide_learning_rate=0)

@@ -52,10 +52,9 @@ for round in $(seq "$ROUNDS"); do
     --duration_s="$PUSH_S" --warmup_s=0 | sed -n 1p)
   wait_caught_up
   awk -v r="$round" -v k="$(field "$line" keys)" \
-    -v a="$(awk -v b="${before[0]}" -v n="$(cpu_seconds "${SERVING_PIDS[0]}")" \
-      'BEGIN { print n - b }')" \
-    -v b="$(awk -v b="${before[1]}" -v n="$(cpu_seconds "${SERVING_PIDS[1]}")" \
-      'BEGIN { print n - b }')" \
-    'BEGIN { printf "| %d | %d | %.3f | %.3f | %.2f |\n", r, k,
+    -v a="${before[0]}" -v a_now="$(cpu_seconds "${SERVING_PIDS[0]}")" \
+    -v b="${before[1]}" -v b_now="$(cpu_seconds "${SERVING_PIDS[1]}")" \
+    'BEGIN { a = a_now - a; b = b_now - b
+             printf "| %d | %d | %.3f | %.3f | %.2f |\n", r, k,
                a / k * 1e6, b / k * 1e6, (a > 0 ? b / a : 0) }'
 done

@@ -55,7 +55,7 @@ report() {  # report ROUND LABEL STEP LINE
     -v s="$(field "$line" seconds)" -v p50="$(field "$line" p50)" \
     -v p99="$(field "$line" p99)" -v p999="$(field "$line" p999)" \
     -v cpu="$(servers_cpu "$line")" \
-    -v client="$(sed -n 's/.*(client \([0-9.]*\) .*/\1/p' <<<"$line")" \
+    -v client="$(client_cpu "$line")" \
     'BEGIN { printf "| %d | %s | %s | %.0f | %s | %s | %s | %s | %s |\n",
                r, l, step, (s > 0 ? n / s : 0), p50, p99, p999, cpu, client }'
 }

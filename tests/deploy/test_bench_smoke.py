@@ -33,6 +33,21 @@ def alternating_rows(done, row_pattern):
     return rows
 
 
+def table_rows(text, width, first_cells=None):
+    """The rows of TEXT's markdown tables that have WIDTH cells (and, when
+    given, a first cell in FIRST_CELLS; else not a header or rule), each
+    as its stripped cells."""
+    rows = []
+    for line in text.splitlines():
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if len(cells) != width:
+            continue
+        if (cells[0] in first_cells if first_cells is not None
+                else not cells[0].startswith("---")):
+            rows.append(cells)
+    return rows
+
+
 def test_bench_matrix_runs_and_reports_cpu_per_million_keys(tmp_path):
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server is not installed")
@@ -307,11 +322,9 @@ def test_serving_run_reports_freshness_per_push_rate_and_lookup_cpu(tmp_path):
                OVERLOAD_FACTORS="2", SHARD_DURABILITY="periodic",
                OUT_DIR=str(tmp_path))
     done = run_bench_script("run_serving.sh", build, env=env)
-    rows = {}
-    for line in (tmp_path / "serving.md").read_text().splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 7 and cells[0] not in ("run", "---"):
-            rows[cells[0]] = cells
+    rows = {cells[0]: cells
+            for cells in table_rows((tmp_path / "serving.md").read_text(), 7)
+            if cells[0] != "run"}
     freshness = [label for label in rows if label.startswith("freshness")]
     assert len(freshness) == 2, done.stdout
     lookups = [label for label in rows if label.startswith("lookup")]
@@ -335,11 +348,7 @@ def test_serving_ab_run_pairs_two_servings_with_their_cpu():
                DIM="8", ENCODING_B="float16")
     done = run_bench_script("run_serving_ab.sh", serving, serving, build,
                             env=env)
-    rows = []
-    for line in done.stdout.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 9 and cells[0] in ("1", "2"):
-            rows.append(cells)
+    rows = table_rows(done.stdout, 9, ("1", "2"))
     assert len(rows) == 8, done.stdout
     assert {(row[0], row[1]) for row in rows} == {
         ("1", "A float32"), ("1", "B float16"), ("2", "A float32"),
@@ -359,11 +368,7 @@ def test_follower_ab_run_gives_each_servings_cpu_per_key_pushed():
                PUSH_S="0.5", WARM_S="0.5")
     done = run_bench_script("run_follower_ab.sh", serving, serving, build,
                             env=env)
-    rows = []
-    for line in done.stdout.splitlines():
-        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
-        if len(cells) == 5 and cells[0] == "1":
-            rows.append(cells)
+    rows = table_rows(done.stdout, 5, ("1",))
     assert len(rows) == 1, done.stdout
     assert int(rows[0][1]) > 0, rows
     assert float(rows[0][2]) > 0 and float(rows[0][3]) > 0, rows
