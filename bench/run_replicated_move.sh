@@ -28,7 +28,7 @@ ETCD=$(command -v etcd || echo /usr/bin/etcd)
 }
 
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+  python3 "$(dirname "${BASH_SOURCE[0]}")/free_port.py"
 }
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"

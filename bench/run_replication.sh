@@ -50,7 +50,7 @@ mkdir -p "$OUT_DIR"
 RUNS="$OUT_DIR/replication.jsonl"
 : >"$RUNS"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+free_port() { python3 "$(dirname "${BASH_SOURCE[0]}")/free_port.py"; }
 
 ETCD_PORT=$(free_port)
 "$ETCD" --name=bench --data-dir="$WORK/etcd" \

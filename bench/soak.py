@@ -37,15 +37,11 @@ import numpy as np
 import strata
 from strata.errors import StrataError
 
+from free_port import free_port
+
 TABLE = "soak"
 DIM = 4
 BATCH = 32
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def listening(port):

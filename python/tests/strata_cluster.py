@@ -7,10 +7,10 @@ the tests that need it (it is never a silent skip).
 """
 
 import os
+import importlib.util
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -106,14 +106,22 @@ class Etcd:
     """A one-member etcd (Debian's etcd-server) on free loopback ports."""
 
     def __init__(self, workdir):
+        self.workdir = workdir
+        self.attempt = 0
+        self._launch()
+
+    def _launch(self):
+        """Starts etcd on a fresh pair of ports, with its own data dir."""
+        self.attempt += 1
         self.client_port, peer_port = free_port(), free_port()
         self.endpoint = f"127.0.0.1:{self.client_port}"
-        self.log_path = workdir / "etcd.log"
+        self.log_path = self.workdir / f"etcd.{self.attempt}.log"
         client = f"http://{self.endpoint}"
         peer = f"http://127.0.0.1:{peer_port}"
         self.argv = [
             shutil.which("etcd") or "etcd", "--name=test",
-            f"--data-dir={workdir / 'etcd'}", f"--listen-client-urls={client}",
+            f"--data-dir={self.workdir / f'etcd.{self.attempt}'}",
+            f"--listen-client-urls={client}",
             f"--advertise-client-urls={client}", f"--listen-peer-urls={peer}",
             f"--initial-advertise-peer-urls={peer}",
             f"--initial-cluster=test={peer}"]
@@ -122,13 +130,22 @@ class Etcd:
                                          stderr=subprocess.STDOUT,
                                          stdin=subprocess.DEVNULL)
 
-    def wait_ready(self, timeout=STARTUP_TIMEOUT):
-        """Waits until etcd's /health says true; returns host:port."""
+    def wait_ready(self, timeout=STARTUP_TIMEOUT, attempts=3):
+        """Waits until etcd's /health says true; returns host:port.
+
+        A port found free can be taken before etcd binds it; etcd then exits
+        at once and is started again on fresh ports (up to `attempts` runs).
+        """
         deadline = time.monotonic() + timeout
         while True:
             if self.proc.poll() is not None:
+                log = self.log_path.read_text(errors="replace")
+                if ("address already in use" in log
+                        and self.attempt < attempts):
+                    self._launch()
+                    continue
                 pytest.fail(f"etcd exited with {self.proc.returncode}:\n"
-                            f"{self.log_path.read_text(errors='replace')[-3000:]}")
+                            f"{log[-3000:]}")
             try:
                 with urllib.request.urlopen(
                         f"http://{self.endpoint}/health", timeout=2) as answer:
@@ -193,8 +210,15 @@ class Cluster:
         shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def free_port():
-    """A port nothing listens on (bound once, then released)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _load_free_port():
+    """bench/free_port.py's free_port (one copy for the tests and benches)."""
+    spec = importlib.util.spec_from_file_location(
+        "strata_bench_free_port", REPO / "bench" / "free_port.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.free_port
+
+
+# A port nothing listens on, drawn below the kernel's ephemeral range so
+# that no outgoing connection takes it before the daemon binds it.
+free_port = _load_free_port()

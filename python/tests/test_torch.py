@@ -6,14 +6,13 @@ end with identical dense parameters, and bad input is refused clearly."""
 
 import json
 import pathlib
-import socket
 import subprocess
 import sys
 
 import pytest
 
 from fresh_process import finish_script, start_script
-from strata_cluster import REPO, Cluster, binary
+from strata_cluster import REPO, Cluster, binary, free_port
 
 pytest.importorskip("torch", reason="torch is not installed in this Python "
                     "(python/run_tests.sh installs it)")
@@ -189,12 +188,6 @@ def test_a_changed_shard_map_is_followed_without_an_error(workdir):
     assert result["moved"] > 1e-3, result
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_two_ddp_ranks_train_and_end_with_identical_dense_parameters(
         shards, workdir):
     # Each rank trains on its own half of a learnable task (the label is the
@@ -242,7 +235,7 @@ def test_two_ddp_ranks_train_and_end_with_identical_dense_parameters(
         report(first=float(np.mean(losses[:5])), last=float(np.mean(losses[-5:])),
                prefetch_hits=model.module.bag.prefetch_hits)
     '''
-    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()),
+    env = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
            "GLOO_SOCKET_IFNAME": "lo", "OMP_NUM_THREADS": "1"}
     ranks = [start_case(body, shards, "torch_ddp", workdir,
                         dict(env, RANK=str(rank))) for rank in range(2)]

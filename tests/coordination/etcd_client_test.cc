@@ -2,10 +2,20 @@
 
 #include "coordination/etcd_client.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
@@ -126,6 +136,48 @@ TEST_F(EtcdClientTest, StoppedEtcdIsUnavailableWithinTheCallTimeout) {
       << status;
   EXPECT_THAT(std::string(status.message()), HasSubstr(etcd_.endpoint()));
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+// The kernel's ephemeral range, where outgoing connections take ports.
+std::pair<int, int> EphemeralPorts() {
+  std::ifstream file("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 0;
+  int high = 0;
+  file >> low >> high;
+  return {low, high};
+}
+
+TEST(PickFreePortTest, DrawsBindablePortsOutsideTheEphemeralRange) {
+  const auto [low, high] = EphemeralPorts();
+  ASSERT_GT(low, 0);
+  std::set<int> drawn;
+  for (int i = 0; i < 20; ++i) {
+    const int port = testing::PickFreePort();
+    ASSERT_GT(port, 0);
+    EXPECT_TRUE(port < low || port > high) << port;
+    drawn.insert(port);
+  }
+  // Drawn at random, not one port handed out again and again.
+  EXPECT_GT(drawn.size(), 10u);
+}
+
+TEST(EtcdProcessTest, StartsOnOtherPortsWhenItsPortIsTaken) {
+  const int taken = testing::PickFreePort();
+  ASSERT_GT(taken, 0);
+  const int holder = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(holder, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(static_cast<uint16_t>(taken));
+  ASSERT_EQ(
+      ::bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof(address)),
+      0);
+  ASSERT_EQ(::listen(holder, 1), 0);
+  EtcdProcess etcd(taken);
+  EXPECT_THAT(etcd.Start(), IsOk());
+  EXPECT_NE(etcd.endpoint(), absl::StrCat("127.0.0.1:", taken));
+  ::close(holder);
 }
 
 TEST(EtcdClientCreateTest, RefusesBadEndpoints) {

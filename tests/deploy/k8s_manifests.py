@@ -4,12 +4,12 @@ Plain functions over the parsed YAML (dicts), so each test reads as the rule
 it checks. Nothing here talks to a cluster.
 """
 
+import importlib.util
 import os
 import pathlib
 import re
 import shlex
 import shutil
-import socket
 import subprocess
 import time
 
@@ -408,13 +408,15 @@ def wait_until(predicate, timeout_s, what):
 
 
 def free_ports(count, host="127.0.0.1"):
-    """`count` distinct ports nothing listens on (all bound at once, then
-    released)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for s in sockets:
-            s.bind((host, 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
+    """`count` distinct ports on `host` nothing listens on, drawn below the
+    kernel's ephemeral range (bench/free_port.py)."""
+    spec = importlib.util.spec_from_file_location(
+        "strata_bench_free_port", REPO / "bench" / "free_port.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ports = []
+    while len(ports) < count:
+        port = module.free_port(host)
+        if port not in ports:
+            ports.append(port)
+    return ports

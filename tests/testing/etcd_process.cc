@@ -5,11 +5,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
+#include <random>
 #include <string>
+#include <utility>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "coordination/etcd_client.h"
 #include "tests/testing/wait_until.h"
@@ -17,31 +24,89 @@
 namespace strata {
 namespace testing {
 
-int PickFreePort() {
+namespace {
+
+// The kernel's range for ephemeral ports (those bind(0) and outgoing
+// connections take). Falls back to Linux's default.
+std::pair<int, int> EphemeralPortRange() {
+  std::ifstream file("/proc/sys/net/ipv4/ip_local_port_range");
+  int low = 32768;
+  int high = 60999;
+  if (!(file >> low >> high)) return {32768, 60999};
+  return {low, high};
+}
+
+bool CanBind(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return 0;
+  if (fd < 0) return false;
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof(address);
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
-    port = ntohs(address.sin_port);
-  }
+  address.sin_port = htons(static_cast<uint16_t>(port));
+  const bool bound =
+      ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
   ::close(fd);
-  return port;
+  return bound;
 }
 
-EtcdProcess::EtcdProcess() : dir_("etcd") {}
+absl::Mutex port_draw_mutex(absl::kConstInit);
+std::mt19937* port_bits ABSL_GUARDED_BY(port_draw_mutex) = nullptr;
+
+int DrawPort(std::uniform_int_distribution<int>& ports) {
+  absl::MutexLock lock(&port_draw_mutex);
+  if (port_bits == nullptr) {
+    port_bits = new std::mt19937(std::random_device{}());
+  }
+  return ports(*port_bits);
+}
+
+}  // namespace
+
+int PickFreePort() {
+  // A port below the ephemeral range: one that bind(0) handed out could be
+  // taken, between its release and the child's bind, by any outgoing
+  // connection on the machine (a test's own gRPC channels included).
+  const auto [ephemeral_low, ephemeral_high] = EphemeralPortRange();
+  int low = 10000;
+  int high = ephemeral_low - 1;
+  if (high - low < 1000) {  // An unusual range: use the ports above it.
+    low = ephemeral_high + 1;
+    high = 65535;
+  }
+  if (high - low < 1000) {  // Neither: any unprivileged port.
+    low = 1024;
+    high = 65535;
+  }
+  std::uniform_int_distribution<int> ports(low, high);
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = DrawPort(ports);
+    if (CanBind(port)) return port;
+  }
+  return 0;
+}
+
+EtcdProcess::EtcdProcess(int first_client_port)
+    : dir_("etcd"), first_client_port_(first_client_port) {}
 
 std::string EtcdProcess::endpoint() const {
   return absl::StrCat("127.0.0.1:", client_port_);
 }
 
 absl::Status EtcdProcess::Start() {
-  client_port_ = PickFreePort();
+  // A port found free can still be taken before etcd binds it; etcd then
+  // exits at once, and a fresh pair of ports is tried.
+  constexpr int kAttempts = 3;
+  absl::Status status;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    status = StartOnFreshPorts(absl::StrCat(dir_.path(), "/data", attempt));
+    if (status.ok() || !absl::IsUnavailable(status)) return status;
+  }
+  return status;
+}
+
+absl::Status EtcdProcess::StartOnFreshPorts(const std::string& data_dir) {
+  client_port_ = first_client_port_ != 0 ? first_client_port_ : PickFreePort();
+  first_client_port_ = 0;
   const int peer_port = PickFreePort();
   if (client_port_ == 0 || peer_port == 0) {
     return absl::InternalError("no free port for etcd");
@@ -54,7 +119,7 @@ absl::Status EtcdProcess::Start() {
   options.daemon_flags = false;
   options.flags = {
       "--name=test",
-      absl::StrCat("--data-dir=", dir_.path(), "/data"),
+      absl::StrCat("--data-dir=", data_dir),
       absl::StrCat("--listen-client-urls=", client_url),
       absl::StrCat("--advertise-client-urls=", client_url),
       absl::StrCat("--listen-peer-urls=", peer_url),
@@ -70,8 +135,22 @@ absl::Status EtcdProcess::Start() {
   absl::StatusOr<std::unique_ptr<EtcdClient>> client =
       EtcdClient::Create(client_options);
   if (!client.ok()) return client.status();
-  if (!WaitUntil([&] { return (*client)->Get("/probe").ok(); },
-                 absl::Seconds(30), absl::Milliseconds(100))) {
+  bool exited = false;
+  const bool answered = WaitUntil(
+      [&] {
+        exited = process_->HasExited();
+        return exited || (*client)->Get("/probe").ok();
+      },
+      absl::Seconds(30), absl::Milliseconds(100));
+  if (exited) {
+    const std::string log = process_->log();
+    const std::string message = absl::StrCat("etcd exited; its log:\n", log);
+    if (absl::StrContains(log, "address already in use")) {
+      return absl::UnavailableError(message);
+    }
+    return absl::InternalError(message);
+  }
+  if (!answered) {
     return absl::DeadlineExceededError(
         absl::StrCat("etcd did not answer; its log:\n", process_->log()));
   }

@@ -133,6 +133,8 @@ class ServerProcess {
       absl::Duration deadline = absl::Seconds(30));
 
   bool running() const { return pid_ > 0; }
+  // Reaps the child if it has exited; true when it is not running.
+  bool HasExited() { return Reap(); }
   pid_t pid() const { return pid_; }
   // Bound gRPC port of the current (or last) run.
   int port() const { return port_; }
