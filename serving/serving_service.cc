@@ -127,6 +127,25 @@ void AddShardMetrics(const std::vector<FollowState>& shards,
   }
 }
 
+// The row cache in front of the store's RocksDB.
+void AddCacheMetrics(const RowCacheStats& cache, MetricFamilies* families) {
+  AddGauge(families, "strata_serving_row_cache_rows",
+           "Rows the row cache holds.", static_cast<double>(cache.rows));
+  AddGauge(families, "strata_serving_row_cache_capacity_rows",
+           "Rows the row cache may hold (--cache_rows).",
+           static_cast<double>(cache.capacity));
+  AddCounter(families, "strata_serving_row_cache_hits_total",
+             "Rows looked up that the row cache held.",
+             static_cast<double>(cache.hits));
+  AddCounter(families, "strata_serving_row_cache_misses_total",
+             "Rows looked up that the row cache did not hold (read from "
+             "RocksDB).",
+             static_cast<double>(cache.misses));
+  AddCounter(families, "strata_serving_row_cache_evictions_total",
+             "Rows the row cache dropped to make room for others.",
+             static_cast<double>(cache.evictions));
+}
+
 }  // namespace
 
 // grpc.health.v1.Health, served by the request threads: the server then has
@@ -542,6 +561,7 @@ void ServingService::AddMetrics(MetricFamilies* families) {
   AddShardMetrics(
       options_.shards ? options_.shards() : std::vector<FollowState>(),
       families);
+  AddCacheMetrics(options_.store->CacheStats(), families);
   prometheus::MetricFamily& rows = AddFamily(
       families, "strata_serving_table_rows",
       "Rows this serving PS holds, per table.", prometheus::MetricType::Gauge);

@@ -92,6 +92,21 @@ struct ServingTableStats {
   uint64_t num_rows = 0;
 };
 
+// What the serving store's row cache holds and has done since the store
+// was opened.
+struct RowCacheStats {
+  uint64_t rows = 0;
+  // As configured. The cache is split in stripes by key hash, each holding
+  // its share of it, so rows are evicted before `rows` reaches it.
+  uint64_t capacity = 0;
+  // Rows lookups found in the cache, and those they did not (a disabled
+  // cache counts nothing).
+  uint64_t hits = 0;
+  uint64_t misses = 0;
+  // Rows pushed out to make room for others.
+  uint64_t evictions = 0;
+};
+
 // The serving PS's copy of the rows of every followed training shard:
 // values by (table, key) in RocksDB, a cache of rows (CLOCK eviction) in
 // front of it, table configs, and per shard the position reached.
@@ -142,6 +157,7 @@ class ServingStore {
   virtual ShardPosition Position(uint32_t shard_index) = 0;
 
   virtual std::vector<ServingTableStats> ListTables() = 0;
+  virtual RowCacheStats CacheStats() = 0;
   // NOT_FOUND for an unknown table.
   virtual absl::StatusOr<EmbeddingTableConfig> GetTableConfig(
       absl::string_view table) = 0;

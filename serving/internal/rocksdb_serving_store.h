@@ -52,6 +52,7 @@ class RocksDbServingStore final : public ServingStore {
   }
   ShardPosition Position(uint32_t shard_index) override;
   std::vector<ServingTableStats> ListTables() override;
+  RowCacheStats CacheStats() override { return cache_.Stats(); }
   absl::StatusOr<EmbeddingTableConfig> GetTableConfig(
       absl::string_view table) override;
   absl::StatusOr<size_t> Lookup(absl::string_view table,

@@ -17,7 +17,8 @@ constexpr uint64_t kNoTicket = 0;
 }  // namespace
 
 RowCache::RowCache(uint64_t capacity)
-    : per_stripe_(capacity == 0 ? 0 : (capacity + kStripes - 1) / kStripes) {}
+    : capacity_(capacity),
+      per_stripe_(capacity == 0 ? 0 : (capacity + kStripes - 1) / kStripes) {}
 
 size_t RowCache::StripeOf(const RowId& id) {
   return Mix64(id.key ^ (uint64_t{id.table} << 32)) % kStripes;
@@ -83,8 +84,10 @@ void RowCache::GetFromStripe(Stripe& stripe, TableId table,
       misses.push_back(i);
       tickets.push_back(ticket);
     }
+    stripe.misses += positions.size();
     return;
   }
+  const size_t misses_before = misses.size();
   const RowIndex& index = found->second;
   // The lambdas below run here, under the stripe's lock, which keeps the
   // slots where they are.
@@ -135,6 +138,9 @@ void RowCache::GetFromStripe(Stripe& stripe, TableId table,
     std::copy(cached->values.begin(), cached->values.end(),
               out.begin() + positions[k] * dim);
   }
+  const size_t missed = misses.size() - misses_before;
+  stripe.misses += missed;
+  stripe.hits += n - missed;
 }
 
 void RowCache::Offer(const RowId& id, uint64_t ticket,
@@ -187,6 +193,7 @@ uint32_t RowCache::TakeSlot(Stripe& stripe) {
       continue;
     }
     Unindex(stripe, slot.id);
+    ++stripe.evictions;
     return index;
   }
 }
@@ -283,14 +290,20 @@ void RowCache::EndClear() {
   }
 }
 
-uint64_t RowCache::size() {
-  uint64_t total = 0;
+RowCacheStats RowCache::Stats() {
+  RowCacheStats stats;
+  stats.capacity = capacity_;
   for (Stripe& stripe : stripes_) {
     absl::MutexLock lock(&stripe.mu);
-    for (const auto& [table, index] : stripe.index) total += index.size();
+    for (const auto& [table, index] : stripe.index) stats.rows += index.size();
+    stats.hits += stripe.hits;
+    stats.misses += stripe.misses;
+    stats.evictions += stripe.evictions;
   }
-  return total;
+  return stats;
 }
+
+uint64_t RowCache::size() { return Stats().rows; }
 
 }  // namespace serving_internal
 }  // namespace strata

@@ -10,6 +10,7 @@
 #include "absl/types/span.h"
 #include "embedding/internal/row_index.h"
 #include "embedding/table_config.h"
+#include "serving/serving_store.h"
 
 namespace strata {
 namespace serving_internal {
@@ -85,6 +86,8 @@ class RowCache {
   void EndClear();
 
   uint64_t size();
+  // Sums the stripes' counts, taking each stripe's lock in turn.
+  RowCacheStats Stats();
 
  private:
   static constexpr size_t kStripes = 64;
@@ -109,6 +112,9 @@ class RowCache {
     // Bumped by every write; a ticket is the generation it was taken at.
     uint64_t generation ABSL_GUARDED_BY(mu) = 1;
     int writers ABSL_GUARDED_BY(mu) = 0;
+    uint64_t hits ABSL_GUARDED_BY(mu) = 0;
+    uint64_t misses ABSL_GUARDED_BY(mu) = 0;
+    uint64_t evictions ABSL_GUARDED_BY(mu) = 0;
   };
 
   static size_t StripeOf(const RowId& id);
@@ -138,6 +144,7 @@ class RowCache {
   template <typename Fn>
   void ForEachStripe(absl::Span<const CachedWrite> writes, Fn fn);
 
+  const uint64_t capacity_;
   const uint64_t per_stripe_;
   std::array<Stripe, kStripes> stripes_;
 };

@@ -33,6 +33,7 @@ using ::strata::testing::ServingTestCluster;
 using ::strata::testing::SgdTable;
 using ::strata::testing::StatusIs;
 using ::testing::ElementsAreArray;
+using ::testing::Ge;
 using ::testing::Gt;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -134,6 +135,24 @@ TEST_F(FollowTest, ServingEqualsTrainingByDeltasAndBySnapshot) {
   EXPECT_THAT(
       SampleValue(*metrics, "strata_serving_table_rows{table=\"user\"}"),
       IsOkAndHolds(touched[0].size()));
+  // Every key looked up went through the row cache, which holds some rows.
+  absl::StatusOr<double> keys =
+      SampleValue(*metrics, "strata_serving_keys_total");
+  absl::StatusOr<double> hits =
+      SampleValue(*metrics, "strata_serving_row_cache_hits_total");
+  absl::StatusOr<double> misses =
+      SampleValue(*metrics, "strata_serving_row_cache_misses_total");
+  ASSERT_THAT(keys, IsOk());
+  ASSERT_THAT(hits, IsOk());
+  ASSERT_THAT(misses, IsOk());
+  EXPECT_GT(*keys, 0);
+  EXPECT_EQ(*hits + *misses, *keys);
+  absl::StatusOr<double> cached =
+      SampleValue(*metrics, "strata_serving_row_cache_rows");
+  ASSERT_THAT(cached, IsOk());
+  EXPECT_GT(*cached, 0);
+  EXPECT_THAT(SampleValue(*metrics, "strata_serving_row_cache_capacity_rows"),
+              IsOkAndHolds(Ge(*cached)));
   // Each push applied after the first snapshot was timed, from its
   // acknowledgement on the shard to its visibility here.
   absl::StatusOr<double> timed = SampleValue(

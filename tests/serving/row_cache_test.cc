@@ -83,6 +83,33 @@ TEST_F(RowCacheTest, NeverHoldsMoreThanItsCapacity) {
   }
 }
 
+TEST_F(RowCacheTest, StatsCountHitsMissesAndEvictions) {
+  // 64 stripes of 2 rows each.
+  RowCache cache(128);
+  EXPECT_EQ(cache.Stats().capacity, 128u);
+  Hit(cache, 7);  // A miss, then cached.
+  Hit(cache, 7);
+  Hit(cache, 7);
+  RowCacheStats stats = cache.Stats();
+  EXPECT_EQ(stats.rows, 1u);
+  EXPECT_EQ(stats.hits, 2u);
+  EXPECT_EQ(stats.misses, 1u);
+  EXPECT_EQ(stats.evictions, 0u);
+  // 5000 more keys: each misses once; every row past a stripe's two
+  // pushes one out.
+  for (FeatureId key = 100; key < 5100; ++key) Hit(cache, key);
+  stats = cache.Stats();
+  EXPECT_EQ(stats.hits, 2u);
+  EXPECT_EQ(stats.misses, 5001u);
+  EXPECT_EQ(stats.rows, cache.size());
+  EXPECT_EQ(stats.rows + stats.evictions, 5001u);
+  // A disabled cache counts nothing.
+  RowCache disabled(0);
+  Hit(disabled, 7);
+  EXPECT_EQ(disabled.Stats().misses, 0u);
+  EXPECT_EQ(disabled.Stats().capacity, 0u);
+}
+
 TEST_F(RowCacheTest, RowsReadOftenStayWhileNewRowsComeIn) {
   // 64 stripes of 4 rows, filled to evicting.
   RowCache cache(64 * 4);
