@@ -40,6 +40,9 @@
 #                     which the figures of the scripts' older ways assume
 #   cpu_seconds PID   utime + stime of PID, in seconds
 #   field LINE KEY    the value of KEY=value in a strata-bench summary line
+#   pool_for_rows ROWS
+#                     strata-bench --pool_batches (of 1000 keys) that draw
+#                     each of ROWS rows about 4 times, within 16..4096
 #   servers_cpu LINE  the servers' CPU-seconds per million keys of a
 #                     strata-bench summary line run with --server_pids
 #                     (empty when it has none)
@@ -130,6 +133,15 @@ cpu_seconds() {
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
 }
 
+# pool_for_rows ROWS: strata-bench --pool_batches of 1000 keys that draw
+# each of ROWS rows about 4 times (so about 98% of them come up), within the
+# flag's 16..4096.
+pool_for_rows() {
+  local pool=$(($1 / 250))
+  ((pool < 16)) && pool=16
+  ((pool > 4096)) && pool=4096
+  echo "$pool"
+}
 field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
 
 # From "cpu_s/Mkeys=T(client C + servers S)": S, and C.
