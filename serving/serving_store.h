@@ -96,8 +96,7 @@ struct ServingTableStats {
 // was opened.
 struct RowCacheStats {
   uint64_t rows = 0;
-  // As configured. The cache is split in stripes by key hash, each holding
-  // its share of it, so rows are evicted before `rows` reaches it.
+  // As configured (--cache_rows).
   uint64_t capacity = 0;
   // Rows lookups found in the cache, and those they did not (a disabled
   // cache counts nothing).

@@ -18,7 +18,19 @@ constexpr uint64_t kNoTicket = 0;
 
 RowCache::RowCache(uint64_t capacity)
     : capacity_(capacity),
-      per_stripe_(capacity == 0 ? 0 : (capacity + kStripes - 1) / kStripes) {}
+      reserved_per_stripe_(capacity >= kStripes ? 1 : 0),
+      shared_slots_left_(capacity - reserved_per_stripe_ * kStripes) {}
+
+bool RowCache::TakeSharedSlot() {
+  uint64_t left = shared_slots_left_.load(std::memory_order_relaxed);
+  while (left > 0) {
+    if (shared_slots_left_.compare_exchange_weak(left, left - 1,
+                                                 std::memory_order_relaxed)) {
+      return true;
+    }
+  }
+  return false;
+}
 
 size_t RowCache::StripeOf(const RowId& id) {
   return Mix64(id.key ^ (uint64_t{id.table} << 32)) % kStripes;
@@ -40,7 +52,7 @@ void RowCache::GetMany(TableId table, absl::Span<const FeatureId> keys,
                        size_t dim, absl::Span<float> out,
                        std::vector<size_t>& misses,
                        std::vector<uint64_t>& tickets) {
-  if (per_stripe_ == 0) {
+  if (capacity_ == 0) {
     for (size_t i = 0; i < keys.size(); ++i) {
       misses.push_back(i);
       tickets.push_back(kNoTicket);
@@ -145,7 +157,7 @@ void RowCache::GetFromStripe(Stripe& stripe, TableId table,
 
 void RowCache::Offer(const RowId& id, uint64_t ticket,
                      absl::Span<const float> values) {
-  if (per_stripe_ == 0 || ticket == kNoTicket) return;
+  if (capacity_ == 0 || ticket == kNoTicket) return;
   Stripe& stripe = stripes_[StripeOf(id)];
   absl::MutexLock lock(&stripe.mu);
   if (stripe.writers == 0 && stripe.generation == ticket) {
@@ -163,6 +175,7 @@ void RowCache::Put(Stripe& stripe, const RowId& id,
     return;
   }
   const uint32_t index = TakeSlot(stripe);
+  if (index == kNoSlot) return;
   Slot& slot = stripe.slots[index];
   slot.id = id;
   // A new row gets one pass of the hand before it can go, as the most
@@ -178,10 +191,13 @@ uint32_t RowCache::TakeSlot(Stripe& stripe) {
     stripe.free_slots.pop_back();
     return index;
   }
-  if (stripe.slots.size() < per_stripe_) {
+  const bool reserved = stripe.slots.size() < reserved_per_stripe_;
+  if (reserved || TakeSharedSlot()) {
+    if (!reserved) ++stripe.shared_slots;
     stripe.slots.emplace_back();
     return static_cast<uint32_t>(stripe.slots.size() - 1);
   }
+  if (stripe.slots.empty()) return kNoSlot;
   // Every slot is in use (free ones were taken above): at most two turns
   // of the hand find one whose bit is clear.
   while (true) {
@@ -223,7 +239,7 @@ void RowCache::ForEachStripe(absl::Span<const CachedWrite> writes, Fn fn) {
 void RowCache::Contains(absl::Span<const CachedWrite> writes,
                         std::vector<bool>& cached) {
   cached.assign(writes.size(), false);
-  if (per_stripe_ == 0) return;
+  if (capacity_ == 0) return;
   ForEachStripe(writes, [&](Stripe& stripe, const std::vector<size_t>& rows) {
     absl::MutexLock lock(&stripe.mu);
     for (size_t i : rows) {
@@ -236,7 +252,7 @@ void RowCache::Contains(absl::Span<const CachedWrite> writes,
 void RowCache::BeginWrite(absl::Span<const CachedWrite> writes,
                           std::vector<bool>& was_cached) {
   was_cached.assign(writes.size(), false);
-  if (per_stripe_ == 0) return;
+  if (capacity_ == 0) return;
   ForEachStripe(writes, [&](Stripe& stripe, const std::vector<size_t>& rows) {
     absl::MutexLock lock(&stripe.mu);
     ++stripe.writers;
@@ -249,7 +265,7 @@ void RowCache::BeginWrite(absl::Span<const CachedWrite> writes,
 
 void RowCache::EndWrite(absl::Span<const CachedWrite> writes,
                         const std::vector<bool>& was_cached) {
-  if (per_stripe_ == 0) return;
+  if (capacity_ == 0) return;
   ForEachStripe(writes, [&](Stripe& stripe, const std::vector<size_t>& rows) {
     absl::MutexLock lock(&stripe.mu);
     // In order, so that of two writes of one row the later one's value
@@ -282,6 +298,9 @@ void RowCache::EndClear() {
   for (Stripe& stripe : stripes_) {
     absl::MutexLock lock(&stripe.mu);
     stripe.slots.clear();
+    shared_slots_left_.fetch_add(stripe.shared_slots,
+                                 std::memory_order_relaxed);
+    stripe.shared_slots = 0;
     stripe.free_slots.clear();
     stripe.index.clear();
     stripe.hand = 0;

@@ -2,6 +2,7 @@
 #define STRATA_SERVING_INTERNAL_ROW_CACHE_H_
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <vector>
 
@@ -100,8 +101,11 @@ class RowCache {
   };
   struct Stripe {
     absl::Mutex mu;
-    // Grows to per_stripe_ slots, never beyond.
+    // Grows to reserved_per_stripe_ slots, and beyond with slots taken
+    // from the shared budget; shrinks only when cleared.
     std::vector<Slot> slots ABSL_GUARDED_BY(mu);
+    // How many of `slots` came from the shared budget.
+    uint64_t shared_slots ABSL_GUARDED_BY(mu) = 0;
     // Slots emptied by writes and clears, reused first.
     std::vector<uint32_t> free_slots ABSL_GUARDED_BY(mu);
     // Per table, its cached keys' slots; a table with no row cached here
@@ -134,9 +138,12 @@ class RowCache {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   void Put(Stripe& stripe, const RowId& id, absl::Span<const float> values)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
-  // A slot for a new row: a free one, a new one below per_stripe_, or the
-  // clock's victim (removed from the index).
+  // A slot for a new row: a free one, a new one (within the stripe's
+  // reserve or from the shared budget), or the clock's victim (removed from
+  // the index); kNoSlot when the stripe has none and the budget is spent.
   uint32_t TakeSlot(Stripe& stripe) ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
+  // Takes one slot from the shared budget, if any is left.
+  bool TakeSharedSlot();
   // Drops the row of `id` if cached; true if it was.
   static bool Remove(Stripe& stripe, const RowId& id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
@@ -144,8 +151,16 @@ class RowCache {
   template <typename Fn>
   void ForEachStripe(absl::Span<const CachedWrite> writes, Fn fn);
 
+  static constexpr uint32_t kNoSlot = ~uint32_t{0};
   const uint64_t capacity_;
-  const uint64_t per_stripe_;
+  // Slots each stripe may always make: one (none in a cache smaller than
+  // the stripes), so that every stripe can cache a row. The rest of the
+  // capacity is shared, first come first served, so that stripes that hash
+  // more rows than others hold them all: with even shares, a cache of a
+  // million rows in front of a million-row table held 996,514 of them, and
+  // lookups of the rest kept evicting each other.
+  const uint64_t reserved_per_stripe_;
+  std::atomic<uint64_t> shared_slots_left_;
   std::array<Stripe, kStripes> stripes_;
 };
 

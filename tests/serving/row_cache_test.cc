@@ -69,7 +69,7 @@ TEST_F(RowCacheTest, ContainsTellsCachedRowsOnly) {
 }
 
 TEST_F(RowCacheTest, NeverHoldsMoreThanItsCapacity) {
-  // 64 stripes of 2 rows each.
+  // 128 rows over 64 stripes.
   RowCache cache(128);
   for (FeatureId key = 0; key < 5000; ++key) Hit(cache, key);
   EXPECT_LE(cache.size(), 128u);
@@ -83,8 +83,42 @@ TEST_F(RowCacheTest, NeverHoldsMoreThanItsCapacity) {
   }
 }
 
+TEST_F(RowCacheTest, HoldsAsManyRowsAsItsCapacityHoweverTheyHash) {
+  // 64 stripes: a thousand keys fall unevenly among them, and a cache of
+  // a thousand rows keeps every one.
+  RowCache cache(1000);
+  for (FeatureId key = 0; key < 1000; ++key) Hit(cache, key);
+  RowCacheStats stats = cache.Stats();
+  EXPECT_EQ(stats.rows, 1000u);
+  EXPECT_EQ(stats.evictions, 0u);
+  for (FeatureId key = 0; key < 1000; ++key) EXPECT_TRUE(Hit(cache, key));
+  // More rows than that: the cache stays full, never fuller.
+  for (FeatureId key = 1000; key < 3000; ++key) Hit(cache, key);
+  stats = cache.Stats();
+  EXPECT_EQ(stats.rows, 1000u);
+  EXPECT_EQ(stats.evictions, 2000u);
+  // A clear gives every stripe's slots back, and they fill again.
+  cache.BeginClear();
+  cache.EndClear();
+  EXPECT_EQ(cache.size(), 0u);
+  for (FeatureId key = 5000; key < 6000; ++key) Hit(cache, key);
+  EXPECT_EQ(cache.size(), 1000u);
+}
+
+TEST_F(RowCacheTest, ASmallCacheStillCachesInEveryStripe) {
+  // Fewer rows than stripes: no stripe has a slot of its own, all share.
+  RowCache cache(10);
+  for (FeatureId key = 0; key < 10; ++key) Hit(cache, key);
+  EXPECT_EQ(cache.size(), 10u);
+  for (FeatureId key = 0; key < 10; ++key) EXPECT_TRUE(Hit(cache, key));
+  // Beyond it a stripe that holds rows evicts one of its own, and one that
+  // holds none caches nothing: the bound holds either way.
+  for (FeatureId key = 10; key < 1000; ++key) Hit(cache, key);
+  EXPECT_EQ(cache.size(), 10u);
+}
+
 TEST_F(RowCacheTest, StatsCountHitsMissesAndEvictions) {
-  // 64 stripes of 2 rows each.
+  // 128 rows over 64 stripes.
   RowCache cache(128);
   EXPECT_EQ(cache.Stats().capacity, 128u);
   Hit(cache, 7);  // A miss, then cached.
@@ -95,8 +129,8 @@ TEST_F(RowCacheTest, StatsCountHitsMissesAndEvictions) {
   EXPECT_EQ(stats.hits, 2u);
   EXPECT_EQ(stats.misses, 1u);
   EXPECT_EQ(stats.evictions, 0u);
-  // 5000 more keys: each misses once; every row past a stripe's two
-  // pushes one out.
+  // 5000 more keys: each misses once; every row past the capacity pushes
+  // one out.
   for (FeatureId key = 100; key < 5100; ++key) Hit(cache, key);
   stats = cache.Stats();
   EXPECT_EQ(stats.hits, 2u);
@@ -111,9 +145,9 @@ TEST_F(RowCacheTest, StatsCountHitsMissesAndEvictions) {
 }
 
 TEST_F(RowCacheTest, RowsReadOftenStayWhileNewRowsComeIn) {
-  // 64 stripes of 4 rows, filled to evicting.
-  RowCache cache(64 * 4);
-  for (FeatureId key = 0; key < 2000; ++key) Hit(cache, key);
+  // 64 stripes of about 32 rows, filled to evicting.
+  RowCache cache(64 * 32);
+  for (FeatureId key = 0; key < 20000; ++key) Hit(cache, key);
   // Read 60 rows again and again while new keys come in: a read sets a
   // row's bit, so the hand passes it by.
   std::vector<FeatureId> hot;
