@@ -17,7 +17,10 @@
 #              OVERLOAD_FACTORS ["2 10"], OVERLOAD_TIMEOUT_MS [50],
 #              SERVING_FLAGS [] (extra strata-serving flags),
 #              PUSH_RATES ["100000"] (keys/s, one freshness run each),
-#              SHARD_DURABILITY [group]
+#              SHARD_DURABILITY [group],
+#              POOL [about 4 draws a row: NUM_KEYS / 250, 16..4096]: the
+#              lookups' strata-bench --pool_batches, so that they reach
+#              about 98% of the rows rather than the same 16,000
 set -uo pipefail
 BUILD_DIR=${1:-build}
 DURATION_S=${DURATION_S:-10}
@@ -27,6 +30,7 @@ CACHE_ROWS=${CACHE_ROWS:-1000000}
 OUT_DIR=${OUT_DIR:-bench/out}
 BIN="$BUILD_DIR/bin"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+POOL=${POOL:-$(pool_for_rows "$NUM_KEYS")}
 bench_start serving-bench
 
 "$BIN/strata-server" --port=0 --port_file="$WORK/shard.port" \
@@ -73,15 +77,20 @@ for rate in ${PUSH_RATES:-100000}; do
     --shards="$SHARD" --serving="$SERVING" --table=fresh --batch=1000 \
     --push_keys_per_s="$rate"
 done
+# The rows into the row cache before anything is measured.
+"$BIN/strata-bench" --dim="$DIM" --num_keys="$NUM_KEYS" --mode=serving-lookup \
+  --serving="$SERVING" --table=bench --batch=1000 --inflight=8 \
+  --pool_batches="$POOL" --duration_s="$DURATION_S" --warmup_s=0 \
+  >/dev/null 2>&1
 run "lookup 1000 keys, closed loop, 8 in flight" --mode=serving-lookup \
   --serving="$SERVING" --table=bench --batch=1000 --inflight=8 \
-  --server_pids="$SERVING_PID"
+  --pool_batches="$POOL" --server_pids="$SERVING_PID"
 MAX_QPS=$(tr ' ' '\n' <<<"$LAST" | awk -F= '$1 == "requests" { r = $2 } $1 == "seconds" { s = $2 } END { printf "%.0f", r / s }')
 for percent in 25 50 90; do
   qps=$((MAX_QPS * percent / 100))
   run "lookup 1000 keys, open loop at ${percent}% (${qps}/s)" \
     --mode=serving-lookup --serving="$SERVING" --table=bench --batch=1000 \
-    --qps="$qps" --server_pids="$SERVING_PID"
+    --qps="$qps" --pool_batches="$POOL" --server_pids="$SERVING_PID"
 done
 # Overload: open loop past the maximum, with an online caller's deadline
 # (OVERLOAD_TIMEOUT_MS). requests/s counts the answered ones (goodput);
@@ -91,7 +100,7 @@ for factor in ${OVERLOAD_FACTORS:-2 10}; do
   run "lookup 1000 keys, open loop at ${factor}x (${qps}/s), ${OVERLOAD_TIMEOUT_MS:-50} ms deadline" \
     --mode=serving-lookup --serving="$SERVING" --table=bench --batch=1000 \
     --qps="$qps" --timeout_ms="${OVERLOAD_TIMEOUT_MS:-50}" \
-    --server_pids="$SERVING_PID"
+    --pool_batches="$POOL" --server_pids="$SERVING_PID"
 done
 
 mkdir -p "$OUT_DIR"
