@@ -192,7 +192,9 @@ uint32_t RowCache::TakeSlot(Stripe& stripe) {
     return index;
   }
   const bool reserved = stripe.slots.size() < reserved_per_stripe_;
-  if (reserved || TakeSharedSlot()) {
+  // Slots are indexed by uint32_t, kNoSlot and RowIndex::kAbsent excluded.
+  const bool room = stripe.slots.size() < kNoSlot - 1;
+  if (reserved || (room && TakeSharedSlot())) {
     if (!reserved) ++stripe.shared_slots;
     stripe.slots.emplace_back();
     return static_cast<uint32_t>(stripe.slots.size() - 1);
