@@ -39,6 +39,9 @@
 #                     2026-12-03 (one pass, file order, no wide term),
 #                     which the figures of the scripts' older ways assume
 #   cpu_seconds PID   utime + stime of PID, in seconds
+#   wait_idle PID...  waits until the processes together spend under 3% of
+#                     a core over a second (a load's flushes and compactions
+#                     are over), at most 120 s; then goes on, saying so
 #   field LINE KEY    the value of KEY=value in a strata-bench summary line
 #   pool_for_rows ROWS
 #                     strata-bench --pool_batches (of 1000 keys) that draw
@@ -131,6 +134,22 @@ wait_caught_up() {
 
 cpu_seconds() {
   awk -v hz="$(getconf CLK_TCK)" '{ print ($14 + $15) / hz }' "/proc/$1/stat"
+}
+
+wait_idle() {
+  local before after
+  for _ in $(seq 120); do
+    before=$(total_cpu_seconds "$@")
+    sleep 1
+    after=$(total_cpu_seconds "$@")
+    awk -v a="$before" -v b="$after" 'BEGIN { exit !(b - a < 0.03) }' && return 0
+  done
+  echo "$BENCH_NAME: processes $* still busy after 120 s; measuring anyway" >&2
+}
+
+total_cpu_seconds() {  # total_cpu_seconds PID...: the sum of cpu_seconds
+  local pid
+  for pid in "$@"; do cpu_seconds "$pid"; done | awk '{ t += $1 } END { print t + 0 }'
 }
 
 # pool_for_rows ROWS: strata-bench --pool_batches of 1000 keys that draw

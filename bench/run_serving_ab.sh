@@ -22,7 +22,11 @@
 # Environment: ROUNDS [4], DURATION_S [5], NUM_KEYS [1000000], DIM [64],
 #              QPS [half the first round's lower maximum],
 #              ENCODING_A, ENCODING_B [float32]: values on the wire of each,
-#              POOL [4 draws a row: NUM_KEYS / 250, 16..4096]
+#              POOL [4 draws a row: NUM_KEYS / 250, 16..4096],
+#              PIN [0]: 1 holds the shard and both strata-servings (every
+#              thread) to core 0 and the client to core 1, as
+#              run_overload.sh and run_ceiling.sh do, so that the client's
+#              time slices do not fall into the lookups' latency
 set -uo pipefail
 if [[ $# -lt 2 ]]; then
   echo "usage: bench/run_serving_ab.sh SERVING_A SERVING_B [BUILD_DIR]" >&2
@@ -46,11 +50,21 @@ start_servings "$SHARDS" "${SERVING_BINS[@]}"
   --dim="$DIM" --num_keys="$NUM_KEYS" --batch=8192 --inflight=8 >/dev/null ||
   exit 1
 wait_caught_up
+CLIENT_CPU=()
+if [[ ${PIN:-0} == 1 ]]; then
+  pin_cpus
+  if ((${#SERVER_CPU[@]})); then
+    for pid in "${SHARD_PIDS[@]}" "${SERVING_PIDS[@]}"; do
+      taskset -a -cp 0 "$pid" >/dev/null || exit 1
+    done
+  fi
+fi
 
 lookups() {  # lookups I FLAG...: one strata-bench summary line
   local i=$1
   shift
-  "$BIN/strata-bench" --mode=serving-lookup --serving="${ADDRESSES[i]}" \
+  "${CLIENT_CPU[@]}" "$BIN/strata-bench" --mode=serving-lookup \
+    --serving="${ADDRESSES[i]}" \
     --table=bench --batch=1000 --dim="$DIM" --num_keys="$NUM_KEYS" \
     --duration_s="$DURATION_S" --warmup_s=1 --encoding="${ENCODINGS[i]}" \
     --pool_batches="$POOL" --server_pids="${SERVING_PIDS[i]}" "$@" 2>/dev/null | head -1
@@ -66,8 +80,11 @@ report() {  # report ROUND LABEL STEP LINE
                r, l, step, (s > 0 ? n / s : 0), p50, p99, p999, cpu, client }'
 }
 
-# Every row in the cache of both before anything is measured.
+# Every row in the cache of both before anything is measured, and the
+# load's flushes and compactions over (they otherwise fall into the first
+# round's tail latencies).
 for i in 0 1; do lookups "$i" --inflight=8 >/dev/null; done
+wait_idle "${SHARD_PIDS[@]}" "${SERVING_PIDS[@]}"
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| round | serving | step | lookups/s | p50 ms | p99 ms | p999 ms | serving CPU-s per M keys | client CPU-s per M keys |"
 echo "| ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"

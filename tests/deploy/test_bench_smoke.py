@@ -339,13 +339,14 @@ def test_serving_run_reports_freshness_per_push_rate_and_lookup_cpu(tmp_path):
 
 
 def test_serving_ab_run_pairs_two_servings_with_their_cpu():
-    # The same strata-serving as A and B, B answering in fp16: each round
-    # has a closed and an open loop for each, every one answering and with
-    # the serving PS's and the client's CPU.
+    # The same strata-serving as A and B, B answering in fp16, the daemons
+    # and the client on cores of their own: each round has a closed and an
+    # open loop for each, every one answering and with the serving PS's and
+    # the client's CPU.
     build = m.bin_dir().parent
     serving = m.bin_dir() / "strata-serving"
     env = dict(os.environ, ROUNDS="2", DURATION_S="0.5", NUM_KEYS="5000",
-               DIM="8", ENCODING_B="float16")
+               DIM="8", ENCODING_B="float16", PIN="1")
     done = run_bench_script("run_serving_ab.sh", serving, serving, build,
                             env=env)
     rows = table_rows(done.stdout, 9, ("1", "2"))
