@@ -16,12 +16,16 @@
 # carries an online caller's deadline (TIMEOUT_MS); latency counts from each
 # request's scheduled start. On a machine of 2 or more cores the daemons run
 # on core 0 and the generator on core 1, so that the generator does not take
-# the server's CPU.
+# the server's CPU. Lookups draw their keys from POOL batches of 1000 (about
+# 4 draws a row by default; strata-bench's own 16 would look up the same
+# 16,000 rows again and again), and nothing is measured until the load's
+# flushes and compactions are over.
 #
 # Usage: bench/run_overload.sh [BUILD_DIR]
 # Environment: ROUNDS [3], DURATION_S [8], WARMUP_S [3], NUM_KEYS [200000],
 #              DIM [64], TIMEOUT_MS [50], QUEUE [4], THREADS [1],
-#              THROTTLE_K [2], NICES ["10 0"]
+#              THROTTLE_K [2], NICES ["10 0"],
+#              POOL [NUM_KEYS / 250, 16..4096]
 set -uo pipefail
 BUILD_DIR=${1:-build}
 ROUNDS=${ROUNDS:-3}
@@ -36,6 +40,7 @@ THROTTLE_K=${THROTTLE_K:-2}
 read -r -a NICES <<<"${NICES:-10 0}"
 BIN="$BUILD_DIR/bin"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+POOL=${POOL:-$(pool_for_rows "$NUM_KEYS")}
 bench_start overload
 pin_cpus
 
@@ -43,8 +48,9 @@ echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 "${SERVER_CPU[@]}" "$BIN/strata-server" --port=0 \
   --port_file="$WORK/shard.port" --data_dir="$WORK/shard" \
   --durability=group --log_level=warning &
-PIDS+=($!)
-wait_file "$WORK/shard.port" "${PIDS[-1]}"
+shard_pid=$!
+PIDS+=($shard_pid)
+wait_file "$WORK/shard.port" "$shard_pid"
 SHARD="127.0.0.1:$(cat "$WORK/shard.port")"
 "$BIN/strata-bench" --mode=load --shards="$SHARD" --table=bench --dim="$DIM" \
   --num_keys="$NUM_KEYS" --batch=8192 --inflight=8 >/dev/null || exit 1
@@ -53,7 +59,8 @@ lookups() {  # lookups EXTRA_FLAGS...: one strata-bench line
   "${CLIENT_CPU[@]}" "$BIN/strata-bench" --mode=serving-lookup \
     --serving="$SERVING" --table=bench --batch=1000 --dim="$DIM" \
     --num_keys="$NUM_KEYS" --inflight=64 --timeout_ms="$TIMEOUT_MS" \
-    --duration_s="$DURATION_S" --warmup_s="$WARMUP_S" "$@" 2>/dev/null |
+    --duration_s="$DURATION_S" --warmup_s="$WARMUP_S" \
+    --pool_batches="$POOL" "$@" 2>/dev/null |
     head -1
 }
 
@@ -76,6 +83,9 @@ one_serving() {
   SERVING="127.0.0.1:$(cat "$WORK/serving.port")"
   "$BIN/strata-lookup" --serving="$SERVING" --wait_caught_up_s=300 bench 0 \
     >/dev/null || exit 1
+  # Every row in the cache, and the catch-up's compactions over.
+  lookups --inflight="$QUEUE" >/dev/null
+  wait_idle "$shard_pid" "$serving_pid"
   local capacity_line capacity
   capacity_line=$(lookups --inflight="$QUEUE")
   capacity=$(awk -v n="$(field "$capacity_line" requests)" \
