@@ -195,7 +195,6 @@ uint32_t RowCache::TakeSlot(Stripe& stripe) {
   // Slots are indexed by uint32_t, kNoSlot and RowIndex::kAbsent excluded.
   const bool room = stripe.slots.size() < kNoSlot - 1;
   if (reserved || (room && TakeSharedSlot())) {
-    if (!reserved) ++stripe.shared_slots;
     stripe.slots.emplace_back();
     return static_cast<uint32_t>(stripe.slots.size() - 1);
   }
@@ -299,10 +298,11 @@ void RowCache::BeginClear() {
 void RowCache::EndClear() {
   for (Stripe& stripe : stripes_) {
     absl::MutexLock lock(&stripe.mu);
+    if (stripe.slots.size() > reserved_per_stripe_) {
+      shared_slots_left_.fetch_add(stripe.slots.size() - reserved_per_stripe_,
+                                   std::memory_order_relaxed);
+    }
     stripe.slots.clear();
-    shared_slots_left_.fetch_add(stripe.shared_slots,
-                                 std::memory_order_relaxed);
-    stripe.shared_slots = 0;
     stripe.free_slots.clear();
     stripe.index.clear();
     stripe.hand = 0;

@@ -103,9 +103,8 @@ class RowCache {
     absl::Mutex mu;
     // Grows to reserved_per_stripe_ slots, and beyond with slots taken
     // from the shared budget; shrinks only when cleared.
+    // Those past reserved_per_stripe_ came from the shared budget.
     std::vector<Slot> slots ABSL_GUARDED_BY(mu);
-    // How many of `slots` came from the shared budget.
-    uint64_t shared_slots ABSL_GUARDED_BY(mu) = 0;
     // Slots emptied by writes and clears, reused first.
     std::vector<uint32_t> free_slots ABSL_GUARDED_BY(mu);
     // Per table, its cached keys' slots; a table with no row cached here
