@@ -25,6 +25,7 @@ void RunResult::Merge(const RunResult& other) {
                       other.latencies_ns.end());
   for (const auto& [code, count] : other.errors) errors[code] += count;
   if (first_error.empty()) first_error = other.first_error;
+  shared_answers += other.shared_answers;
 }
 
 void RunResult::AddError(const std::string& code, const std::string& message) {
@@ -188,11 +189,14 @@ void PrintReport(const BenchOptions& options, const RunResult& result,
   absl::StrAppendFormat(
       &line,
       " errors=%d%s (batch=%d dim=%d inflight=%d threads=%d dist=%s%s "
-      "encoding=%s)",
+      "encoding=%s%s)",
       errors, error_text, options.batch, options.dim, options.inflight,
       options.threads, options.zipf ? "zipf" : "uniform",
       options.zipf ? absl::StrCat(" zipf_s=", options.zipf_s) : "",
-      options.fp16 ? "float16" : "float32");
+      options.fp16 ? "float16" : "float32",
+      result.shared_answers > 0
+          ? absl::StrCat(" shared_memory_answers=", result.shared_answers)
+          : "");
   std::printf("%s\n", line.c_str());
   if (!result.first_error.empty()) {
     std::fprintf(stderr, "strata-bench: first error: %s\n",
@@ -219,6 +223,7 @@ void PrintReport(const BenchOptions& options, const RunResult& result,
     out.Key("client_cpu_s_per_mkeys").Double(cpu.client);
     out.Key("server_cpu_s_per_mkeys").Double(cpu.servers);
     out.Key("cpu_s_per_mkeys").Double(cpu.total);
+    out.Key("shared_memory_answers").Uint(result.shared_answers);
     out.Key("latency_ms").BeginObject();
     for (int q = 0; q < 4; ++q) {
       out.Key(names[q]).Double(PercentileMs(sorted, quantiles[q]));

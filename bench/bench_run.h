@@ -33,6 +33,8 @@ struct BenchOptions {
   double duration_s = 10;
   double warmup_s = 1;
   bool fp16 = false;
+  // pull: answers in shared memory from shards at loopback addresses.
+  bool shared_memory_pull = true;
   uint64_t seed = 1;
   int timeout_ms = 10000;
   // Pre-built batches per thread, rounded up to a multiple of inflight.
@@ -75,6 +77,8 @@ struct RunResult {
   // when they could not be read.
   double client_cpu_seconds = -1;
   double server_cpu_seconds = -1;
+  // Pull answers taken from shared memory (over the whole run).
+  uint64_t shared_answers = 0;
 
   void AddError(const std::string& code, const std::string& message);
 

@@ -75,6 +75,10 @@ ABSL_FLAG(int, pool_batches, 16,
 ABSL_FLAG(std::string, server_pids, "",
           "Comma-separated pids of the servers (on this machine) whose CPU "
           "seconds per million keys are reported next to the client's.");
+ABSL_FLAG(bool, shared_memory_pull, true,
+          "pull: offer each shard on this machine (a loopback address) "
+          "shared memory for its answers, as PsClient does; false: every "
+          "answer over gRPC.");
 ABSL_FLAG(bool, json, false,
           "After the summary line, print one JSON object with the results.");
 
@@ -190,6 +194,7 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
   }
   options.fp16 = encoding == "float16";
   options.seed = absl::GetFlag(FLAGS_seed);
+  options.shared_memory_pull = absl::GetFlag(FLAGS_shared_memory_pull);
   options.timeout_ms = absl::GetFlag(FLAGS_timeout_ms);
   options.pool_batches = absl::GetFlag(FLAGS_pool_batches);
   if (options.timeout_ms < 1) {

@@ -21,6 +21,8 @@
 #include "client/ps_client.h"
 #include "common/fp16.h"
 #include "common/hash.h"
+#include "common/pull_wire.h"
+#include "common/shared_memory.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/strata.grpc.pb.h"
 
@@ -150,6 +152,7 @@ class StrataThread {
         builder_.Fill(batches[i], push_, pool_[i]);
       }
     }
+    if (!push_ && options.shared_memory_pull) OfferSharedMemory();
     for (size_t i = 0; i < slots_.size(); ++i) {
       slots_[i].index = i;
       slots_[i].calls.resize(stubs_.size());
@@ -263,6 +266,60 @@ class StrataThread {
     return true;
   }
 
+  // Gives each shard on this machine a memory of one region per slot, and
+  // every pull the region of the slot that sends it (entry i goes out from
+  // slot i % inflight), as PsClient's shared memory pulls do.
+  void OfferSharedMemory() {
+    const size_t inflight = slots_.size();
+    constexpr size_t kHeader = 4096, kTokenBytes = 16;
+    const size_t region =
+        (options_.batch * size_t{options_.dim} * options_.bytes_per_value() +
+         kHeader + 63) /
+        64 * 64;
+    shared_.resize(options_.shards.size());
+    for (size_t s = 0; s < options_.shards.size(); ++s) {
+      if (!IsLoopbackAddress(options_.shards[s])) continue;
+      absl::StatusOr<std::unique_ptr<SharedMemory>> memory =
+          SharedMemory::Create(kHeader + inflight * region);
+      if (!memory.ok()) continue;
+      shared_[s] = *std::move(memory);
+      const std::string token = RandomHex() + RandomHex();
+      std::memcpy(shared_[s]->data(), token.data(), kTokenBytes);
+      for (size_t i = 0; i < pool_.size(); ++i) {
+        if (!pool_[i].has[s]) continue;
+        v1::SharedAnswer& answer = *pool_[i].pulls[s].mutable_shared_answer();
+        answer.set_path(shared_[s]->path());
+        answer.set_size(shared_[s]->size());
+        answer.set_token(token.substr(0, kTokenBytes));
+        answer.set_offset(kHeader + (i % inflight) * region);
+        answer.set_capacity(region);
+      }
+    }
+    shared_rows_.resize(inflight);
+  }
+
+  // The values of a pull answered in shared memory, copied out as
+  // PsClient copies them into its caller's rows; their count.
+  size_t ReadSharedAnswer(const Call& call) {
+    const v1::PullRequest& request = call.slot->entry->pulls[call.shard];
+    const v1::SharedAnswer& region = request.shared_answer();
+    const uint64_t bytes = call.pull_response.shared_answer_bytes();
+    if (shared_[call.shard] == nullptr || bytes > region.capacity()) return 0;
+    grpc::Slice slice(
+        shared_[call.shard]->data() + region.offset(),
+        static_cast<size_t>(bytes), [](void*) {}, nullptr);
+    const grpc::ByteBuffer answer(&slice, 1);
+    PullResponseReader reader(answer);
+    size_t value_bytes = 0;
+    bool fp16 = false;
+    if (!reader.NextBatch(&value_bytes, &fp16).ok()) return 0;
+    std::vector<uint8_t>& rows = shared_rows_[call.slot->index];
+    rows.resize(value_bytes);
+    if (!reader.ReadValues(rows.data(), value_bytes).ok()) return 0;
+    ++result_.shared_answers;
+    return value_bytes / options_.bytes_per_value();
+  }
+
   // Counts a failed call or a pull answer of the wrong size.
   void CheckCall(const Call& call) {
     Slot& slot = *call.slot;
@@ -279,7 +336,8 @@ class StrataThread {
         static_cast<size_t>(request.batches(0).keys_size()) * options_.dim;
     const v1::PullResponse& response = call.pull_response;
     const size_t got =
-        response.batches_size() != 1 ? 0
+        response.shared_answer_bytes() > 0 ? ReadSharedAnswer(call)
+        : response.batches_size() != 1     ? 0
         : options_.fp16
             ? response.batches(0).values_fp16().size() / sizeof(uint16_t)
             : static_cast<size_t>(response.batches(0).values_size());
@@ -303,6 +361,10 @@ class StrataThread {
   grpc::CompletionQueue queue_;
   std::vector<Entry> pool_;
   std::vector<Slot> slots_;
+  // Per shard; null where pulls go over gRPC only.
+  std::vector<std::unique_ptr<SharedMemory>> shared_;
+  // Per slot: where a shared answer's values are copied.
+  std::vector<std::vector<uint8_t>> shared_rows_;
   RunResult result_;
 };
 

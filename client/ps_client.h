@@ -56,6 +56,9 @@ struct PsClientOptions {
   // Bearer token sent as "authorization" metadata on every call; the caller
   // reads it from a file. Default: empty (none sent).
   std::string auth_token;
+  // Pull answers through shared memory from shards on this machine
+  // (client/shard_client.h).
+  SharedMemoryPullOptions shared_memory_pull;
   // Makes the transport to a shard. Default: CreateGrpcShardClient.
   std::function<std::unique_ptr<ShardClient>(const std::string&)>
       shard_client_factory;

@@ -1,6 +1,7 @@
 #ifndef STRATA_CLIENT_SHARD_CLIENT_H_
 #define STRATA_CLIENT_SHARD_CLIENT_H_
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 #include <string>
@@ -88,13 +89,35 @@ class ShardClient {
   virtual absl::Status CheckHealth(absl::Duration deadline) = 0;
 };
 
+// Pull answers in shared memory from a shard on the client's machine
+// (v1::SharedAnswer): the shard writes the rows once, into memory the
+// client maps, and gRPC carries only the request and a few bytes of answer.
+struct SharedMemoryPullOptions {
+  // Offered to a shard at a loopback address (127.0.0.0/8, [::1],
+  // localhost) or a unix: one; a shard that cannot use it (another pid
+  // namespace, --shared_memory_answers=false) says so once and is asked no
+  // more. Default: true.
+  bool enabled = true;
+  // Pulls in flight that can take their answer there (more go over gRPC),
+  // and each one's room: an answer larger than it goes over gRPC. The
+  // memory is mapped at once; its pages are taken as answers first reach
+  // them. Defaults: 8, 8 MiB.
+  size_t slots = 8;
+  size_t slot_bytes = size_t{8} << 20;
+};
+
 // A ShardClient over a gRPC channel to `address` (host:port), made with
 // `credentials` (null: insecure), sending `auth_token` (when not empty) as a
 // bearer token on every call.
 std::unique_ptr<ShardClient> CreateGrpcShardClient(
     const std::string& address,
     std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
-    const std::string& auth_token = "");
+    const std::string& auth_token = "",
+    const SharedMemoryPullOptions& shared_memory = {});
+
+// Whether `address` (a gRPC target) names this machine by a loopback
+// address.
+bool IsLoopbackAddress(const std::string& address);
 
 // The replicas of one replicated shard index behind one ShardClient: calls
 // go to the primary, found by following the redirects that other replicas

@@ -25,15 +25,29 @@ constexpr size_t kAlignment = 16;
 
 }  // namespace
 
-PullResponseWriter::PullResponseWriter(absl::Span<const size_t> value_bytes,
-                                       bool fp16) {
+size_t PullResponseWriter::MostBytes(absl::Span<const size_t> value_bytes) {
   size_t most = 0;
   for (size_t bytes : value_bytes) most += kHeaderBytes + kAlignment + bytes;
+  return most;
+}
+
+PullResponseWriter::PullResponseWriter(absl::Span<const size_t> value_bytes,
+                                       bool fp16) {
   // Always a heap buffer: grpc_slice_malloc keeps small slices inline in
   // the grpc_slice value itself, where the pointers kept below would not
   // survive the copy into slice_.
-  grpc_slice raw = grpc_slice_malloc_large(most);
-  uint8_t* const start = GRPC_SLICE_START_PTR(raw);
+  grpc_slice raw = grpc_slice_malloc_large(MostBytes(value_bytes));
+  Lay(value_bytes, fp16, GRPC_SLICE_START_PTR(raw));
+  slice_ = grpc::Slice(raw, grpc::Slice::STEAL_REF);
+}
+
+PullResponseWriter::PullResponseWriter(absl::Span<const size_t> value_bytes,
+                                       bool fp16, uint8_t* memory) {
+  Lay(value_bytes, fp16, memory);
+}
+
+void PullResponseWriter::Lay(absl::Span<const size_t> value_bytes, bool fp16,
+                             uint8_t* start) {
   uint8_t* out = start;
   for (size_t bytes : value_bytes) {
     const uintptr_t values_at = reinterpret_cast<uintptr_t>(out) + kHeaderBytes;
@@ -50,7 +64,6 @@ PullResponseWriter::PullResponseWriter(absl::Span<const size_t> value_bytes,
     values_.push_back(out);
     out += bytes;
   }
-  slice_ = grpc::Slice(raw, grpc::Slice::STEAL_REF);
   length_ = static_cast<size_t>(out - start);
 }
 

@@ -12,6 +12,11 @@
 
 namespace strata {
 
+// Trailing metadata of a pull answered over gRPC although it offered shared
+// memory (v1::SharedAnswer) the shard cannot use: why, in printable ASCII.
+inline constexpr char kSharedAnswerRefusalMetadata[] =
+    "strata-shared-answer-refusal";
+
 // The values of a PullResponse are most of the bytes a shard sends. These
 // helpers write and read that message's wire format (it stays a valid
 // strata.v1.PullResponse for every other client) straight between the rows
@@ -24,12 +29,23 @@ namespace strata {
 class PullResponseWriter {
  public:
   PullResponseWriter(absl::Span<const size_t> value_bytes, bool fp16);
+  // Writes the message into `memory` instead, which must hold
+  // MostBytes(value_bytes); Finish() is then not called, and length() bytes
+  // from `memory` are the message.
+  PullResponseWriter(absl::Span<const size_t> value_bytes, bool fp16,
+                     uint8_t* memory);
+
+  // The most bytes a message with these values takes (with its padding).
+  static size_t MostBytes(absl::Span<const size_t> value_bytes);
 
   // The buffer's memory is uninitialized until filled.
   uint8_t* batch_values(size_t batch) { return values_[batch]; }
+  size_t length() const { return length_; }
   grpc::ByteBuffer Finish();
 
  private:
+  void Lay(absl::Span<const size_t> value_bytes, bool fp16, uint8_t* start);
+
   grpc::Slice slice_;
   size_t length_ = 0;
   std::vector<uint8_t*> values_;

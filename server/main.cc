@@ -91,6 +91,14 @@ ABSL_FLAG(int64_t, max_unwritten_rows, int64_t{1} << 22,
           "are refused with UNAVAILABLE until a flush works.");
 ABSL_FLAG(int64_t, max_keys_per_request, 262144,
           "Largest number of keys one Pull or Push may carry.");
+ABSL_FLAG(bool, shared_memory_answers, true,
+          "A client on this machine may take pull answers in its own shared "
+          "memory (a sealed memfd it names) instead of the gRPC message: "
+          "one copy of the rows and no gRPC framing of them. Off: every "
+          "answer goes over gRPC.");
+ABSL_FLAG(int64_t, max_shared_memories, 64,
+          "Clients' shared memories mapped at once; more clients are "
+          "answered over gRPC. Each is unmapped once its client closed it.");
 ABSL_FLAG(int64_t, eviction_interval_ms, 10000,
           "How often rows that tables' eviction policies select are deleted; "
           "0 disables the sweep.");
@@ -398,6 +406,9 @@ int Run() {
   }
   const int port = absl::GetFlag(FLAGS_port);
   if (port < 0 || port > 65535) return UsageError("--port is outside 0..65535");
+  if (absl::GetFlag(FLAGS_max_shared_memories) < 1) {
+    return UsageError("--max_shared_memories must be >= 1");
+  }
   if (absl::GetFlag(FLAGS_max_keys_per_request) < 1) {
     return UsageError("--max_keys_per_request must be >= 1");
   }
@@ -573,6 +584,10 @@ int Run() {
       absl::Seconds(absl::GetFlag(FLAGS_max_move_pause_s));
   service_options.subscriber_stall_timeout =
       absl::Seconds(absl::GetFlag(FLAGS_subscriber_stall_timeout_s));
+  service_options.shared_memory_answers =
+      absl::GetFlag(FLAGS_shared_memory_answers);
+  service_options.max_shared_memories =
+      static_cast<size_t>(absl::GetFlag(FLAGS_max_shared_memories));
   ShardService service(service_options);
 
   // Every shard also serves the rendezvous of training jobs' ranks, so that
@@ -679,6 +694,8 @@ int Run() {
       << (absl::GetFlag(FLAGS_tls_client_ca_file).empty() ? "off" : "on")
       << " auth=" << (security->auth_token.empty() ? "off" : "on")
       << " auth_reads=" << (service_options.auth_reads ? "on" : "off")
+      << " shared_memory_answers="
+      << (service_options.shared_memory_answers ? "on" : "off")
       << " rendezvous=on replication="
       << (replication->group ? absl::GetFlag(FLAGS_replication) : "off");
 

@@ -92,6 +92,14 @@ void RequestMetrics::AddMetrics(MetricFamilies* families) const {
   AddCounter(families, "strata_server_duplicate_pushes_total",
              "Retried pushes acknowledged without being applied again.",
              static_cast<double>(duplicate_pushes()));
+  AddCounter(families, "strata_server_shared_memory_answers_total",
+             "Pulls answered in the shared memory of a client on this "
+             "machine instead of the gRPC message.",
+             static_cast<double>(shared_answers()));
+  AddCounter(families, "strata_server_shared_memory_refusals_total",
+             "Pulls that offered shared memory the shard could not use "
+             "(answered over gRPC; the client stops offering it).",
+             static_cast<double>(shared_answer_refusals()));
 }
 
 }  // namespace strata

@@ -37,6 +37,8 @@ class RequestMetrics {
   void AddKeysPulled(uint64_t n) { keys_pulled_ += n; }
   void AddKeysPushed(uint64_t n) { keys_pushed_ += n; }
   void AddDuplicatePush() { ++duplicate_pushes_; }
+  void AddSharedAnswer() { ++shared_answers_; }
+  void AddSharedAnswerRefusal() { ++shared_answer_refusals_; }
 
   uint64_t requests(ShardMethod method) const;
   const AtomicHistogram& latency(ShardMethod method) const {
@@ -46,10 +48,14 @@ class RequestMetrics {
   uint64_t keys_pulled() const { return keys_pulled_; }
   uint64_t keys_pushed() const { return keys_pushed_; }
   uint64_t duplicate_pushes() const { return duplicate_pushes_; }
+  uint64_t shared_answers() const { return shared_answers_; }
+  uint64_t shared_answer_refusals() const { return shared_answer_refusals_; }
 
   // The families of the counters above: strata_server_requests_total,
   // strata_server_request_duration_seconds, strata_server_keys_*_total and
-  // strata_server_duplicate_pushes_total.
+  // strata_server_duplicate_pushes_total, and the pulls answered in a
+  // client's shared memory or refused it
+  // (strata_server_shared_memory_answers_total, ..._refusals_total).
   void AddMetrics(MetricFamilies* families) const;
 
   static const char* MethodName(ShardMethod method);
@@ -63,6 +69,8 @@ class RequestMetrics {
   std::atomic<uint64_t> keys_pulled_{0};
   std::atomic<uint64_t> keys_pushed_{0};
   std::atomic<uint64_t> duplicate_pushes_{0};
+  std::atomic<uint64_t> shared_answers_{0};
+  std::atomic<uint64_t> shared_answer_refusals_{0};
 };
 
 }  // namespace strata

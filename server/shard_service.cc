@@ -21,6 +21,7 @@
 #include "proto/shard_map_proto.h"
 #include "server/internal/bucket_move_source.h"
 #include "server/internal/push_batches.h"
+#include "server/internal/shared_answers.h"
 #include "server/internal/subscription.h"
 #include "server/replication/replica_group.h"
 #include "server/shard_map_store.h"
@@ -93,6 +94,14 @@ class RefusedStream final : public grpc::ServerWriteReactor<v1::ChangeBatch> {
   void OnDone() override { delete this; }
 };
 
+// Metadata values must be printable ASCII.
+std::string PrintableAscii(std::string text) {
+  for (char& c : text) {
+    if (c < 0x20 || c > 0x7E) c = '?';
+  }
+  return text;
+}
+
 }  // namespace
 
 ShardService::ShardService(const ShardServiceOptions& options)
@@ -107,7 +116,14 @@ ShardService::ShardService(const ShardServiceOptions& options)
       queue_(std::make_unique<WorkQueue>(WorkQueue::Options{
           options.request_threads, options.max_queued_requests,
           absl::ToChronoNanoseconds(options.max_queue_wait),
-          /*serve_inline_when_idle=*/false, options.request_thread_nice})) {}
+          /*serve_inline_when_idle=*/false, options.request_thread_nice})) {
+  if (options.shared_memory_answers) {
+    server_internal::SharedAnswersOptions shared;
+    shared.max_memories = options.max_shared_memories;
+    shared.clock = options.clock;
+    shared_answers_ = std::make_unique<server_internal::SharedAnswers>(shared);
+  }
+}
 
 ShardService::~ShardService() { queue_.reset(); }
 
@@ -460,7 +476,7 @@ absl::Status ShardService::DoCreateTable(const v1::CreateTableRequest& request,
 }
 
 absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
-    const v1::PullRequest& request) {
+    const v1::PullRequest& request, std::string* shared_refusal) {
   STRATA_RETURN_IF_ERROR(CheckBatchSizes(request.batches(), "pull"));
   const bool fp16 = request.encoding() == v1::FLOAT16;
   if (!fp16 && request.encoding() != v1::FLOAT32) {
@@ -493,9 +509,29 @@ absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
           options_.max_response_bytes, " bytes: pull fewer keys per request"));
     }
   }
+  std::string refusal;
+  if (request.has_shared_answer()) {
+    STRATA_ASSIGN_OR_RETURN(
+        std::optional<grpc::ByteBuffer> shared,
+        TryPullIntoSharedMemory(request, value_counts, value_bytes, fp16,
+                                refusal));
+    if (shared.has_value()) {
+      metrics_.AddKeysPulled(keys);
+      return *std::move(shared);
+    }
+  }
   // The rows are looked up straight into the send buffer (aligned by the
   // writer), so each value is copied once on its way to the socket.
   PullResponseWriter writer(value_bytes, fp16);
+  STRATA_RETURN_IF_ERROR(LookUpInto(request, value_counts, fp16, writer));
+  metrics_.AddKeysPulled(keys);
+  if (shared_refusal != nullptr) *shared_refusal = std::move(refusal);
+  return writer.Finish();
+}
+
+absl::Status ShardService::LookUpInto(const v1::PullRequest& request,
+                                      absl::Span<const size_t> value_counts,
+                                      bool fp16, PullResponseWriter& writer) {
   std::vector<float> scratch;
   for (int b = 0; b < request.batches_size(); ++b) {
     const v1::TableBatch& batch = request.batches(b);
@@ -515,8 +551,39 @@ absl::StatusOr<grpc::ByteBuffer> ShardService::DoPull(
                             count)));
     }
   }
-  metrics_.AddKeysPulled(keys);
-  return writer.Finish();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::optional<grpc::ByteBuffer>>
+ShardService::TryPullIntoSharedMemory(const v1::PullRequest& request,
+                                      absl::Span<const size_t> value_counts,
+                                      absl::Span<const size_t> value_bytes,
+                                      bool fp16, std::string& refusal) {
+  if (shared_answers_ == nullptr) {
+    refusal = "this shard answers over gRPC only (--shared_memory_answers)";
+    metrics_.AddSharedAnswerRefusal();
+    return std::nullopt;
+  }
+  absl::StatusOr<server_internal::SharedAnswers::Region> region =
+      shared_answers_->Find(request.shared_answer());
+  if (!region.ok()) {
+    refusal = std::string(region.status().message());
+    metrics_.AddSharedAnswerRefusal();
+    STRATA_LOG(INFO, "server")
+        << "pull answers over gRPC, not in " << request.shared_answer().path()
+        << ": " << refusal;
+    return std::nullopt;
+  }
+  if (PullResponseWriter::MostBytes(value_bytes) > region->capacity) {
+    return std::nullopt;
+  }
+  PullResponseWriter writer(value_bytes, fp16, region->data);
+  STRATA_RETURN_IF_ERROR(LookUpInto(request, value_counts, fp16, writer));
+  metrics_.AddSharedAnswer();
+  v1::PullResponse response;
+  response.set_shared_answer_bytes(writer.length());
+  grpc::Slice slice(response.SerializeAsString());
+  return grpc::ByteBuffer(&slice, 1);
 }
 
 absl::Status ShardService::DoPush(const v1::PushRequest& request,
@@ -612,7 +679,12 @@ grpc::ServerUnaryReactor* ShardService::Pull(
   return RunQueued(context, ShardMethod::kPull, [=]() -> absl::Status {
     v1::PullRequest parsed;
     STRATA_RETURN_IF_ERROR(ParseRequest(*request, "Pull", &parsed));
-    STRATA_ASSIGN_OR_RETURN(*response, DoPull(parsed));
+    std::string refusal;
+    STRATA_ASSIGN_OR_RETURN(*response, DoPull(parsed, &refusal));
+    if (!refusal.empty()) {
+      context->AddTrailingMetadata(kSharedAnswerRefusalMetadata,
+                                   PrintableAscii(refusal));
+    }
     return absl::OkStatus();
   });
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/daemon.h"
+#include "common/pull_wire.h"
 #include "common/shard_map.h"
 #include "common/work_queue.h"
 #include "embedding/embedding_store.h"
@@ -26,6 +28,7 @@ class ReplicaGroup;
 class ShardMapStore;
 namespace server_internal {
 class BucketMoveSource;
+class SharedAnswers;
 }  // namespace server_internal
 
 struct ShardServiceOptions {
@@ -87,6 +90,11 @@ struct ShardServiceOptions {
   // the map change; past this the pause ends by itself (its driver died)
   // and the move must begin again. Default: 10 s.
   absl::Duration max_move_pause = absl::Seconds(10);
+  // Whether a pull may ask for its answer in the shared memory of a client
+  // on this machine (v1::SharedAnswer), and how many clients' memories the
+  // shard maps at once (more are answered over gRPC). Defaults: true, 64.
+  bool shared_memory_answers = true;
+  size_t max_shared_memories = 64;
   // Default: Clock::Real().
   Clock* clock = Clock::Real();
 };
@@ -159,8 +167,11 @@ class ShardService final
   // The domain logic of each RPC, without gRPC; public for tests.
   absl::Status DoCreateTable(const v1::CreateTableRequest& request,
                              v1::CreateTableResponse& response);
-  // The serialized PullResponse.
-  absl::StatusOr<grpc::ByteBuffer> DoPull(const v1::PullRequest& request);
+  // The serialized PullResponse: the rows, or where in the client's shared
+  // memory they were written. Sets `shared_refusal` (when given) to why the
+  // request's shared memory could not be used at all.
+  absl::StatusOr<grpc::ByteBuffer> DoPull(
+      const v1::PullRequest& request, std::string* shared_refusal = nullptr);
   absl::Status DoPush(const v1::PushRequest& request,
                       v1::PushResponse& response);
   absl::Status DoSetShardMap(const v1::SetShardMapRequest& request,
@@ -174,6 +185,17 @@ class ShardService final
                                  const PushId& id);
 
  private:
+  // Looks the rows of every batch up into `writer`.
+  absl::Status LookUpInto(const v1::PullRequest& request,
+                          absl::Span<const size_t> value_counts, bool fp16,
+                          PullResponseWriter& writer);
+  // Answers in the request's shared memory region: the small PullResponse
+  // that says so, or nullopt when the answer does not fit the region or
+  // the memory is refused (`refusal` then says why).
+  absl::StatusOr<std::optional<grpc::ByteBuffer>> TryPullIntoSharedMemory(
+      const v1::PullRequest& request, absl::Span<const size_t> value_counts,
+      absl::Span<const size_t> value_bytes, bool fp16, std::string& refusal);
+
   // Runs `body`, records its outcome in the metrics and finishes the call.
   template <typename Body>
   grpc::ServerUnaryReactor* Run(grpc::CallbackServerContext* context,
@@ -264,6 +286,8 @@ class ShardService final
   std::atomic<int64_t> last_map_lookup_ns_{0};
   // What this shard knows of a move of its buckets to another shard.
   std::unique_ptr<server_internal::BucketMoveSource> moves_;
+  // Null with shared_memory_answers off.
+  std::unique_ptr<server_internal::SharedAnswers> shared_answers_;
   RequestMetrics metrics_;
   // Last member: destroyed first, finishing the calls it still holds.
   std::unique_ptr<WorkQueue> queue_;

@@ -1,13 +1,25 @@
+#include <cstring>
 #include <memory>
+#include <optional>
+#include <random>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "absl/synchronization/mutex.h"
 #include "client/shard_client.h"
 #include "common/auth.h"
 #include "common/grpc_status.h"
+#include "common/logging.h"
+#include "common/pull_wire.h"
 #include "common/shard_map.h"
+#include "common/shared_memory.h"
+#include "common/status_macros.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
 #include "proto/health.grpc.pb.h"
@@ -45,12 +57,128 @@ absl::Status Annotate(const std::string& address, const grpc::Status& status,
                       message);
 }
 
+// Bytes before the first slot: the token (the rest unused), so that slots
+// start on a page.
+constexpr size_t kSharedHeaderBytes = 4096;
+constexpr size_t kTokenBytes = 16;
+constexpr size_t kSlotAlignment = 64;
+// A serialized PullResponse that only says where the answer is.
+constexpr size_t kMostSharedAnswerBytes = 32;
+
+std::string RandomToken() {
+  std::random_device device;
+  std::string token(kTokenBytes, '\0');
+  for (size_t i = 0; i < kTokenBytes; i += sizeof(uint32_t)) {
+    const uint32_t word = device();
+    std::memcpy(&token[i], &word, sizeof(word));
+  }
+  return token;
+}
+
+// A client's shared memory for pull answers, cut into slots, one per pull in
+// flight. Thread-safe. Kept alive by the answers that still point into it.
+class SharedAnswerSlots {
+ public:
+  static absl::StatusOr<std::shared_ptr<SharedAnswerSlots>> Create(
+      size_t slots, size_t slot_bytes) {
+    slot_bytes =
+        (slot_bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+    if (slots == 0 || slot_bytes == 0 ||
+        slots > (size_t{1} << 40) / slot_bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shared memory of ", slots, " slots of ", slot_bytes,
+                       " bytes: want at least one of each, at most 1 TiB"));
+    }
+    STRATA_ASSIGN_OR_RETURN(
+        std::unique_ptr<SharedMemory> memory,
+        SharedMemory::Create(kSharedHeaderBytes + slots * slot_bytes));
+    auto created = std::shared_ptr<SharedAnswerSlots>(
+        new SharedAnswerSlots(std::move(memory), slots, slot_bytes));
+    return created;
+  }
+
+  std::optional<size_t> TryAcquire() {
+    absl::MutexLock lock(&mu_);
+    if (free_.empty()) return std::nullopt;
+    const size_t slot = free_.back();
+    free_.pop_back();
+    return slot;
+  }
+  void Release(size_t slot) {
+    absl::MutexLock lock(&mu_);
+    free_.push_back(slot);
+  }
+  // A PullRequest holding only the slot's SharedAnswer, serialized: appended
+  // to a serialized request, it adds the field.
+  const std::string& request_field(size_t slot) const {
+    return request_fields_[slot];
+  }
+  const uint8_t* slot_data(size_t slot) const {
+    return memory_->data() + SlotOffset(slot);
+  }
+  size_t slot_bytes() const { return slot_bytes_; }
+
+ private:
+  SharedAnswerSlots(std::unique_ptr<SharedMemory> memory, size_t slots,
+                    size_t slot_bytes)
+      : memory_(std::move(memory)), slot_bytes_(slot_bytes) {
+    const std::string token = RandomToken();
+    std::memcpy(memory_->data(), token.data(), token.size());
+    for (size_t slot = 0; slot < slots; ++slot) {
+      v1::PullRequest field;
+      v1::SharedAnswer& shared = *field.mutable_shared_answer();
+      shared.set_path(memory_->path());
+      shared.set_size(memory_->size());
+      shared.set_token(token);
+      shared.set_offset(SlotOffset(slot));
+      shared.set_capacity(slot_bytes);
+      request_fields_.push_back(field.SerializeAsString());
+      free_.push_back(slots - 1 - slot);
+    }
+  }
+  size_t SlotOffset(size_t slot) const {
+    return kSharedHeaderBytes + slot * slot_bytes_;
+  }
+
+  const std::unique_ptr<SharedMemory> memory_;
+  const size_t slot_bytes_;
+  std::vector<std::string> request_fields_;
+  absl::Mutex mu_;
+  std::vector<size_t> free_ ABSL_GUARDED_BY(mu_);
+};
+
+// What a grpc::Slice over a slot holds: the slot goes back when gRPC
+// drops the slice.
+struct SlotHold {
+  std::shared_ptr<SharedAnswerSlots> slots;
+  size_t slot;
+};
+
+void ReleaseSlotHold(void* hold) {
+  auto* held = static_cast<SlotHold*>(hold);
+  held->slots->Release(held->slot);
+  delete held;
+}
+
 class GrpcShardClient final : public ShardClient {
  public:
   GrpcShardClient(const std::string& address,
                   std::shared_ptr<grpc::ChannelCredentials> credentials,
-                  const std::string& auth_token)
+                  const std::string& auth_token,
+                  const SharedMemoryPullOptions& shared_memory)
       : address_(address), auth_token_(auth_token) {
+    if (shared_memory.enabled && IsLoopbackAddress(address)) {
+      absl::StatusOr<std::shared_ptr<SharedAnswerSlots>> slots =
+          SharedAnswerSlots::Create(shared_memory.slots,
+                                    shared_memory.slot_bytes);
+      if (slots.ok()) {
+        shared_slots_ = *std::move(slots);
+      } else {
+        STRATA_LOG(WARNING, "client")
+            << "shard " << address
+            << ": pulls go over gRPC only: " << slots.status().message();
+      }
+    }
     if (credentials == nullptr) {
       credentials = grpc::InsecureChannelCredentials();
     }
@@ -73,6 +201,8 @@ class GrpcShardClient final : public ShardClient {
     struct Call {
       grpc::ClientContext context;
       grpc::ByteBuffer request;
+      std::shared_ptr<SharedAnswerSlots> slots;  // Null: over gRPC only.
+      size_t slot = 0;
     };
     auto* call = new Call();
     Prepare(call->context, deadline);
@@ -80,6 +210,7 @@ class GrpcShardClient final : public ShardClient {
     grpc::Status serialized =
         grpc::SerializationTraits<v1::PullRequest>::Serialize(
             request, &call->request, &own_buffer);
+    if (serialized.ok()) serialized = OfferSharedSlot(*call);
     if (!serialized.ok()) {
       done(Annotate(address_, serialized, call->context));
       delete call;
@@ -87,8 +218,11 @@ class GrpcShardClient final : public ShardClient {
     }
     generic_->UnaryCall(
         &call->context, kPullMethod, grpc::StubOptions(), &call->request,
-        response, [this, call, done](grpc::Status status) {
+        response, [this, call, response, done](grpc::Status status) {
           absl::Status annotated = Annotate(address_, status, call->context);
+          if (call->slots != nullptr) {
+            TakeSharedAnswer(*call, annotated.ok(), response);
+          }
           delete call;
           done(std::move(annotated));
         });
@@ -187,6 +321,84 @@ class GrpcShardClient final : public ShardClient {
   }
 
  private:
+  // Adds a free slot of the shared memory to a serialized pull request (a
+  // field appended to a serialized message is that field set), when the
+  // shard is on this machine and has not refused it.
+  template <typename Call>
+  grpc::Status OfferSharedSlot(Call& call) {
+    std::shared_ptr<SharedAnswerSlots> slots = SharedSlots();
+    if (slots == nullptr) return grpc::Status::OK;
+    std::optional<size_t> slot = slots->TryAcquire();
+    if (!slot.has_value()) return grpc::Status::OK;
+    std::vector<grpc::Slice> pieces;
+    grpc::Status dumped = call.request.Dump(&pieces);
+    if (!dumped.ok()) {
+      slots->Release(*slot);
+      return dumped;
+    }
+    pieces.emplace_back(slots->request_field(*slot));
+    call.request = grpc::ByteBuffer(pieces.data(), pieces.size());
+    call.slots = std::move(slots);
+    call.slot = *slot;
+    return grpc::Status::OK;
+  }
+
+  // After a pull that offered a slot: points `response` at the answer in
+  // the slot when the shard wrote it there (the slot is freed with the
+  // response), or frees the slot.
+  template <typename Call>
+  void TakeSharedAnswer(Call& call, bool ok, grpc::ByteBuffer* response) {
+    auto hold = std::make_unique<SlotHold>(SlotHold{call.slots, call.slot});
+    if (!ok) {
+      ReleaseSlotHold(hold.release());
+      return;
+    }
+    const auto& trailers = call.context.GetServerTrailingMetadata();
+    if (auto refusal = trailers.find(kSharedAnswerRefusalMetadata);
+        refusal != trailers.end()) {
+      StopSharing(std::string(refusal->second.data(), refusal->second.size()));
+    }
+    uint64_t shared_bytes = 0;
+    if (response->Length() <= kMostSharedAnswerBytes) {
+      std::vector<grpc::Slice> pieces;
+      std::string bytes;
+      if (response->Dump(&pieces).ok()) {
+        for (const grpc::Slice& piece : pieces) {
+          bytes.append(reinterpret_cast<const char*>(piece.begin()),
+                       piece.size());
+        }
+      }
+      v1::PullResponse parsed;
+      if (parsed.ParseFromString(bytes)) {
+        shared_bytes = parsed.shared_answer_bytes();
+      }
+    }
+    if (shared_bytes == 0 || shared_bytes > call.slots->slot_bytes()) {
+      // Answered over gRPC (or a length that cannot be: then the response
+      // reads as a malformed answer, not as bytes past the slot).
+      ReleaseSlotHold(hold.release());
+      return;
+    }
+    // The slice only reads the slot; gRPC's type is not const.
+    auto* data = const_cast<uint8_t*>(call.slots->slot_data(call.slot));
+    grpc::Slice answer(data, static_cast<size_t>(shared_bytes),
+                       &ReleaseSlotHold, hold.release());
+    *response = grpc::ByteBuffer(&answer, 1);
+  }
+
+  std::shared_ptr<SharedAnswerSlots> SharedSlots() {
+    absl::MutexLock lock(&shared_mu_);
+    return shared_slots_;
+  }
+
+  void StopSharing(const std::string& why) {
+    absl::MutexLock lock(&shared_mu_);
+    if (shared_slots_ == nullptr) return;
+    shared_slots_.reset();
+    STRATA_LOG(INFO, "client")
+        << "shard " << address_ << " answers pulls over gRPC only: " << why;
+  }
+
   absl::Status Finish(const grpc::ClientContext& context,
                       const grpc::Status& status) const {
     return Annotate(address_, status, context);
@@ -204,6 +416,9 @@ class GrpcShardClient final : public ShardClient {
   std::unique_ptr<v1::ParameterServer::Stub> stub_;
   std::unique_ptr<grpc::GenericStub> generic_;
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
+  absl::Mutex shared_mu_;
+  // Null when pulls go over gRPC only.
+  std::shared_ptr<SharedAnswerSlots> shared_slots_ ABSL_GUARDED_BY(shared_mu_);
 };
 
 }  // namespace
@@ -218,9 +433,27 @@ absl::Status ShardClient::MoveBuckets(const v1::MoveBucketsRequest&,
 std::unique_ptr<ShardClient> CreateGrpcShardClient(
     const std::string& address,
     std::shared_ptr<grpc::ChannelCredentials> credentials,
-    const std::string& auth_token) {
+    const std::string& auth_token,
+    const SharedMemoryPullOptions& shared_memory) {
   return std::make_unique<GrpcShardClient>(address, std::move(credentials),
-                                           auth_token);
+                                           auth_token, shared_memory);
+}
+
+bool IsLoopbackAddress(const std::string& address) {
+  absl::string_view target = address;
+  if (absl::StartsWith(target, "unix:")) return true;
+  absl::ConsumePrefix(&target, "dns:///");
+  absl::ConsumePrefix(&target, "ipv4:");
+  absl::ConsumePrefix(&target, "ipv6:");
+  // The host, without the port.
+  absl::string_view host = target;
+  if (absl::ConsumePrefix(&host, "[")) {
+    host = host.substr(0, host.find(']'));
+  } else if (const size_t colon = host.rfind(':');
+             colon != absl::string_view::npos) {
+    host = host.substr(0, colon);
+  }
+  return host == "localhost" || host == "::1" || absl::StartsWith(host, "127.");
 }
 
 }  // namespace strata

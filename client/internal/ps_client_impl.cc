@@ -124,9 +124,10 @@ absl::StatusOr<std::unique_ptr<PsClient>> PsClientImpl::Create(
                                     options.tls_client_cert_file,
                                     options.tls_client_key_file);
     if (!credentials.ok()) return credentials.status();
-    factory = [credentials = *credentials,
-               token = options.auth_token](const std::string& address) {
-      return CreateGrpcShardClient(address, credentials, token);
+    factory = [credentials = *credentials, token = options.auth_token,
+               shared =
+                   options.shared_memory_pull](const std::string& address) {
+      return CreateGrpcShardClient(address, credentials, token, shared);
     };
   }
   client->factory_ = std::move(factory);
