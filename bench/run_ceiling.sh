@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Strata's pull against the transport's ceiling, in the same run: per round
 # and shape (batch x in flight), the same strata-bench pulls against
-#   strata   a strata-server holding NUM_KEYS rows (the real path),
+#   strata   a strata-server holding NUM_KEYS rows (the real path: answers
+#            in the client's shared memory, as PsClient takes them from a
+#            shard on its machine),
+#   strata-grpc  the same shard with every answer over gRPC
+#            (--shared_memory_pull=false), the path to another machine,
 #   grpc     strata-bench --mode=ceiling-server over the same gRPC channel
 #            (answers from cached bytes: no lookup, no copy of rows),
 #   tcp      the same server's plain TCP port (rows from one preallocated
@@ -12,7 +16,9 @@
 # Usage: bench/run_ceiling.sh [BUILD_DIR]
 # Environment: ROUNDS [3], DURATION_S [3], WARMUP_S [1], NUM_KEYS [1000000],
 #              DIM [64], SHAPES ["8192x1 8192x8 1000x1 1000x8"],
-#              SETTLE_S [2] (waited after the load, before the first pull)
+#              SETTLE_S [2] (waited after the load, before the first pull),
+#              PIN [1]: servers on core 0, the client on core 1; 0: all of
+#              them share every core
 set -uo pipefail
 BUILD_DIR=${1:-build}
 ROUNDS=${ROUNDS:-3}
@@ -25,7 +31,9 @@ SETTLE_S=${SETTLE_S:-2}
 BIN="$BUILD_DIR/bin"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_start ceiling
-pin_cpus
+SERVER_CPU=()
+CLIENT_CPU=()
+[[ ${PIN:-1} == 1 ]] && pin_cpus
 
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 "${SERVER_CPU[@]}" "$BIN/strata-server" --port=0 \
@@ -53,15 +61,18 @@ sleep "$SETTLE_S"
 echo "| round | batch x in flight | target | keys/s | CPU-s per M keys (client + server) | p99 ms |"
 echo "| ---: | --- | --- | ---: | --- | ---: |"
 for round in $(seq "$ROUNDS"); do
-  targets=(strata grpc tcp)
-  ((round % 2 == 0)) && targets=(tcp grpc strata)
+  targets=(strata strata-grpc grpc tcp)
+  ((round % 2 == 0)) && targets=(tcp grpc strata-grpc strata)
   for shape in $SHAPES; do
     batch=${shape%x*}
     inflight=${shape#*x}
     for target in "${targets[@]}"; do
       case $target in
         strata) args=(--mode=pull --shards="$SHARD" --server_pids="$shard_pid") ;;
-        grpc) args=(--mode=pull --shards="$CEILING" --server_pids="$ceiling_pid") ;;
+        strata-grpc) args=(--mode=pull --shards="$SHARD" --server_pids="$shard_pid"
+                           --shared_memory_pull=false) ;;
+        grpc) args=(--mode=pull --shards="$CEILING" --server_pids="$ceiling_pid"
+                    --shared_memory_pull=false) ;;
         tcp) args=(--mode=tcp-pull --tcp="$TCP" --server_pids="$ceiling_pid") ;;
       esac
       line=$("${CLIENT_CPU[@]}" "$BIN/strata-bench" "${args[@]}" \

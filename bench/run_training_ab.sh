@@ -11,6 +11,8 @@
 # Usage: bench/run_training_ab.sh BUILD_A BUILD_B
 # Environment: ROUNDS [3]  ROWS [1000000]  HOLDOUT_ROWS [100000]
 #              BATCH [1024]  WORKER_FLAGS [] (added to both sides)
+#              WORKER_FLAGS_A [], WORKER_FLAGS_B [] (added to one side: the
+#              same build twice compares a flag)
 set -uo pipefail
 if [[ $# -ne 2 ]]; then
   echo "usage: bench/run_training_ab.sh BUILD_A BUILD_B" >&2
@@ -21,6 +23,8 @@ ROWS=${ROWS:-1000000}
 HOLDOUT_ROWS=${HOLDOUT_ROWS:-100000}
 BATCH=${BATCH:-1024}
 WORKER_FLAGS=${WORKER_FLAGS:-}
+WORKER_FLAGS_A=${WORKER_FLAGS_A:-}
+WORKER_FLAGS_B=${WORKER_FLAGS_B:-}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_start training-ab
 
@@ -29,13 +33,14 @@ bench_start training-ab
 
 # run_build BUILD LABEL: prints "LABEL samples/s worker_cpu shard_cpu auc".
 run_build() {
-  local BIN=$1/bin label=$2 before after
+  local BIN=$1/bin label=$2 before after side_flags=$WORKER_FLAGS_A
+  [[ $label == B ]] && side_flags=$WORKER_FLAGS_B
   rm -rf "$WORK/s0" "$WORK/s0.port"
   start_shards 1 --durability=periodic
   before=$(cpu_seconds "${SHARD_PIDS[0]}")
   # shellcheck disable=SC2086
   train_on_rows t --batch_size="$BATCH" --epochs=1 --wide=false \
-    --shuffle_buffer=0 --progress_interval_s=60 $WORKER_FLAGS
+    --shuffle_buffer=0 --progress_interval_s=60 $WORKER_FLAGS $side_flags
   after=$(cpu_seconds "${SHARD_PIDS[0]}")
   kill -TERM "${SHARD_PIDS[0]}"
   wait "${SHARD_PIDS[0]}" 2>/dev/null

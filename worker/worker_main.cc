@@ -123,6 +123,7 @@ int Run(const WorkerFlags& flags) {
   ps_options.tls_client_cert_file = security->tls_client_cert_file;
   ps_options.tls_client_key_file = security->tls_client_key_file;
   ps_options.auth_token = security->auth_token;
+  ps_options.shared_memory_pull.enabled = flags.shared_memory_pull;
   auto ps = PsClient::Create(ps_options);
   auto fail = [&](absl::string_view what, const absl::Status& status) {
     STRATA_LOG(ERROR, "worker")

@@ -140,6 +140,11 @@ ABSL_FLAG(bool, pull_fp16, false,
           "rounded to 11 significant bits) through a PS client of their own; "
           "pushes stay float32, since gradients scaled by 1/batch would fall "
           "in fp16's subnormal range.");
+ABSL_FLAG(bool, shared_memory_pull, true,
+          "Rows pulled from a shard on this machine (a loopback address) are "
+          "answered in shared memory, not in the gRPC message: one copy and "
+          "no gRPC framing of the rows. Shards elsewhere answer over gRPC "
+          "either way.");
 ABSL_FLAG(double, collective_timeout_s, 300,
           "How long to wait for the other ranks (joining, each allreduce).");
 ABSL_FLAG(int, metrics_port, -1,
@@ -379,6 +384,7 @@ absl::StatusOr<WorkerFlags> WorkerFlagsFromCommandLine() {
   flags.collective_timeout =
       PositiveSeconds(absl::GetFlag(FLAGS_collective_timeout_s));
   flags.pull_fp16 = absl::GetFlag(FLAGS_pull_fp16);
+  flags.shared_memory_pull = absl::GetFlag(FLAGS_shared_memory_pull);
   if (flags.ps_rpc_timeout == absl::ZeroDuration() ||
       flags.collective_timeout == absl::ZeroDuration()) {
     return absl::InvalidArgumentError(

@@ -29,6 +29,7 @@ struct WorkerFlags {
   std::string result_file;
   int metrics_port = -1;  // -1: no metrics server
   bool pull_fp16 = false;
+  bool shared_memory_pull = true;
   TrainerOptions trainer;
 };
 
