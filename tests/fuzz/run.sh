@@ -32,16 +32,25 @@ declare -A targets=(
   [table_config_fuzzer]="tests/fuzz/table_config_fuzzer.cc server/table_config_proto.cc embedding/table_config.cc BUILD/proto/gen/proto/strata.pb.cc"
 )
 
+# Each source is compiled on its own, through ccache when it is installed
+# (ccache does not cache a command that compiles several sources and
+# links), so that a build whose sources did not change only links.
+compile=("$cxx")
+command -v ccache >/dev/null && compile=(ccache "$cxx")
+
 build_target() {  # build_target NAME
-  local name=$1 source sources=()
+  local name=$1 source path objects=()
+  mkdir -p "$out/obj/$name"
   for source in ${targets[$name]}; do
     case "$source" in
-      BUILD/*) sources+=("$build_dir/${source#BUILD/}") ;;
-      *) sources+=("$root/$source") ;;
+      BUILD/*) path="$build_dir/${source#BUILD/}" ;;
+      *) path="$root/$source" ;;
     esac
+    objects+=("$out/obj/$name/$(basename "${path%.cc}").o")
+    "${compile[@]}" "${flags[@]}" -c "$path" -o "${objects[-1]}"
   done
   # shellcheck disable=SC2086
-  "$cxx" "${flags[@]}" "${sources[@]}" -o "$out/$name" $grpc_libs
+  "$cxx" "${flags[@]}" "${objects[@]}" -o "$out/$name" $grpc_libs
 }
 
 fuzz_target() {  # fuzz_target NAME: exits 1 when it finds a crash
