@@ -651,6 +651,9 @@ int Run() {
       AddGauge(&families, "strata_server_shard_map_version",
                "Version of the shard map this shard serves by.",
                static_cast<double>(service.shard_map()->version()));
+      AddGauge(&families, "strata_server_shared_memories",
+               "Clients' shared memories for pull answers mapped now.",
+               static_cast<double>(service.shared_memories()));
       if (replication->group) {
         AddReplicationMetrics(replication->group->GetStatus(), &families);
       }

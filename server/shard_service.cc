@@ -127,6 +127,10 @@ ShardService::ShardService(const ShardServiceOptions& options)
 
 ShardService::~ShardService() { queue_.reset(); }
 
+size_t ShardService::shared_memories() const {
+  return shared_answers_ != nullptr ? shared_answers_->memories() : 0;
+}
+
 absl::Status ShardService::Authorize(grpc::CallbackServerContext* context,
                                      ShardMethod method) const {
   // A follower of a replica group answers only Stats (and health and

@@ -161,6 +161,8 @@ class ShardService final
       const v1::SubscribeRequest* request) override;
 
   const RequestMetrics& metrics() const { return metrics_; }
+  // Clients' shared memories mapped for pull answers now.
+  size_t shared_memories() const;
   // The map this shard serves by now.
   std::shared_ptr<const ShardMap> shard_map() const;
 

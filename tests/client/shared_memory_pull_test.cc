@@ -2,6 +2,12 @@
 // on loopback: the same rows as over gRPC, and gRPC whenever the shared
 // memory cannot be used.
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -19,6 +25,7 @@
 #include "tests/testing/http_get.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
+#include "tests/testing/wait_until.h"
 
 namespace strata {
 namespace {
@@ -29,11 +36,14 @@ using ::strata::testing::MetricsPort;
 using ::strata::testing::SampleValue;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::ServerProcessOptions;
+using ::strata::testing::StrataBinDir;
+using ::strata::testing::WaitUntil;
 using ::testing::ElementsAreArray;
 
 constexpr uint32_t kDim = 8;
 constexpr char kShared[] = "strata_server_shared_memory_answers_total";
 constexpr char kRefused[] = "strata_server_shared_memory_refusals_total";
+constexpr char kMemories[] = "strata_server_shared_memories";
 
 v1::TableConfig AdagradTable() {
   v1::TableConfig config;
@@ -240,6 +250,51 @@ TEST_F(SharedMemoryPullTest, AClosedClientsMemoryMakesRoomForAnother) {
   ASSERT_THAT(third->Pull("t", keys, absl::MakeSpan(rows)), IsOk());
   EXPECT_THAT(rows, ElementsAreArray(expected));
   EXPECT_EQ(Metric(kShared), 2);
+}
+
+// A client process killed with SIGKILL in the middle of its pulls: the
+// shard goes on serving, and unmaps the dead client's memory when it needs
+// the room.
+TEST_F(SharedMemoryPullTest, AClientKilledMidPullLeavesTheShardServing) {
+  StartShard({"--max_shared_memories=1"});
+  const std::string bench = StrataBinDir() + "/strata-bench";
+  const std::string shards = "--shards=" + shard_->address();
+  std::vector<std::string> args = {
+      bench,         "--mode=pull",  shards,
+      "--table=t",   "--dim=8",      "--num_keys=2000",
+      "--batch=500", "--inflight=4", "--duration_s=60",
+      "--warmup_s=0"};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, "/dev/null",
+                                   O_WRONLY, 0);
+  pid_t client = -1;
+  ASSERT_EQ(posix_spawn(&client, bench.c_str(), &actions, nullptr, argv.data(),
+                        environ),
+            0);
+  posix_spawn_file_actions_destroy(&actions);
+  EXPECT_TRUE(
+      WaitUntil([&] { return Metric(kShared) >= 20; }, absl::Seconds(30)))
+      << "the killed client never pulled through shared memory";
+  ASSERT_EQ(kill(client, SIGKILL), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(client, &status, 0), client);
+  EXPECT_EQ(Metric(kMemories), 1);
+
+  std::unique_ptr<PsClient> next = Client(/*shared=*/true);
+  ASSERT_NE(next, nullptr);
+  const std::vector<uint64_t> keys = Keys(500);
+  std::vector<float> rows(keys.size() * kDim);
+  ASSERT_THAT(next->Pull("t", keys, absl::MakeSpan(rows)), IsOk());
+  EXPECT_THAT(rows, ElementsAreArray(PullOverGrpc(keys)));
+  // Not refused, so mapped: the dead client's memory made room. (The count
+  // of shared answers is no witness: the shard may still be answering
+  // pulls the dead client sent.)
+  EXPECT_EQ(Metric(kRefused), 0);
+  EXPECT_EQ(Metric(kMemories), 1);
 }
 
 }  // namespace
