@@ -98,8 +98,8 @@ void WorkQueue::ReleaseSlot() {
 void WorkQueue::SubmitCall(Deadline deadline, std::function<bool()> cancelled,
                            std::function<absl::Status()> serve,
                            std::function<void(const absl::Status&)> finish,
-                           absl::string_view what) {
-  if (serve_inline_when_idle_ && TryTakeInlineSlot()) {
+                           absl::string_view what, bool may_serve_inline) {
+  if (serve_inline_when_idle_ && may_serve_inline && TryTakeInlineSlot()) {
     // Just arrived: its deadline can only have passed if it came in late.
     if (deadline <= std::chrono::system_clock::now() || cancelled()) {
       ReleaseSlot();

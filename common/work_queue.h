@@ -84,10 +84,12 @@ class WorkQueue {
   // (and `serve` does not run) when the deadline passed or `cancelled()`
   // holds once a thread takes the call, and RESOURCE_EXHAUSTED at once when
   // the queue is full. `what` names the call in those messages ("request").
+  // With serve_inline_when_idle, only a call that may be served inline (one
+  // that never blocks for long) is served on the caller's thread.
   void SubmitCall(Deadline deadline, std::function<bool()> cancelled,
                   std::function<absl::Status()> serve,
                   std::function<void(const absl::Status&)> finish,
-                  absl::string_view what);
+                  absl::string_view what, bool may_serve_inline = true);
 
   uint64_t refused() const;
   uint64_t expired() const;

@@ -116,7 +116,7 @@ ShardService::ShardService(const ShardServiceOptions& options)
       queue_(std::make_unique<WorkQueue>(WorkQueue::Options{
           options.request_threads, options.max_queued_requests,
           absl::ToChronoNanoseconds(options.max_queue_wait),
-          /*serve_inline_when_idle=*/false, options.request_thread_nice})) {
+          /*serve_inline_when_idle=*/true, options.request_thread_nice})) {
   if (options.shared_memory_answers) {
     server_internal::SharedAnswersOptions shared;
     shared.max_memories = options.max_shared_memories;
@@ -204,10 +204,15 @@ grpc::ServerUnaryReactor* ShardService::RunQueued(
     finish(authorized);
     return reactor;
   }
+  // A pull only reads rows, so it is served on gRPC's thread when the pool
+  // is idle (no hand-over to a request thread and back); the other calls
+  // may wait on the disk (a push under sync or group durability, a
+  // checkpoint) and always go to a request thread.
   queue_->SubmitCall(
       context->deadline(), [context] { return context->IsCancelled(); },
       [body = std::move(body)] { return RunCatchingOutOfMemory(body); },
-      std::move(finish), "request");
+      std::move(finish), "request",
+      /*may_serve_inline=*/method == ShardMethod::kPull);
   return reactor;
 }
 

@@ -67,8 +67,9 @@ struct ShardServiceOptions {
   // Pulls and pushes wait for `request_threads` threads (0: the machine's
   // cores) in a queue of at most `max_queued_requests`; past it they are
   // refused with RESOURCE_EXHAUSTED at once, and one whose deadline passed
-  // while it waited is dropped unprocessed (DEADLINE_EXCEEDED). Defaults:
-  // 0, 64.
+  // while it waited is dropped unprocessed (DEADLINE_EXCEEDED). A pull that
+  // finds fewer than `request_threads` calls served and none waiting is
+  // served at once on the gRPC thread that received it. Defaults: 0, 64.
   int request_threads = 0;
   size_t max_queued_requests = 64;
   // Also refused while the oldest waiting one has waited longer than this

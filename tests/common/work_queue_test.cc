@@ -128,6 +128,25 @@ TEST(WorkQueueTest, RefusesWhileTheOldestWaitingCallHasWaitedTooLong) {
   served.WaitForNotification();
 }
 
+TEST(WorkQueueTest, ACallThatMayNotBeServedInlineGoesToThePool) {
+  WorkQueue::Options options{1, 16};
+  options.serve_inline_when_idle = true;
+  WorkQueue queue(options);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::thread::id served_on;
+  absl::Notification done;
+  queue.SubmitCall(
+      In(std::chrono::seconds(10)), [] { return false; },
+      [&] {
+        served_on = std::this_thread::get_id();
+        return absl::OkStatus();
+      },
+      [&](const absl::Status&) { done.Notify(); }, "push",
+      /*may_serve_inline=*/false);
+  done.WaitForNotification();
+  EXPECT_NE(served_on, caller);
+}
+
 TEST(WorkQueueTest, AnIdleQueueServesInlineAndABusyOneQueues) {
   WorkQueue::Options options{1, 16};
   options.serve_inline_when_idle = true;
