@@ -271,11 +271,11 @@ class StrataThread {
   // slot i % inflight), as PsClient's shared memory pulls do.
   void OfferSharedMemory() {
     const size_t inflight = slots_.size();
-    constexpr size_t kHeader = 4096, kTokenBytes = 16;
+    constexpr size_t kHeader = 4096;
     const size_t region =
         (options_.batch * size_t{options_.dim} * options_.bytes_per_value() +
-         kHeader + 63) /
-        64 * 64;
+         kHeader + kSharedAnswerAlignment - 1) /
+        kSharedAnswerAlignment * kSharedAnswerAlignment;
     shared_.resize(options_.shards.size());
     for (size_t s = 0; s < options_.shards.size(); ++s) {
       if (!IsLoopbackAddress(options_.shards[s])) continue;
@@ -284,13 +284,13 @@ class StrataThread {
       if (!memory.ok()) continue;
       shared_[s] = *std::move(memory);
       const std::string token = RandomHex() + RandomHex();
-      std::memcpy(shared_[s]->data(), token.data(), kTokenBytes);
+      std::memcpy(shared_[s]->data(), token.data(), kSharedAnswerTokenBytes);
       for (size_t i = 0; i < pool_.size(); ++i) {
         if (!pool_[i].has[s]) continue;
         v1::SharedAnswer& answer = *pool_[i].pulls[s].mutable_shared_answer();
         answer.set_path(shared_[s]->path());
         answer.set_size(shared_[s]->size());
-        answer.set_token(token.substr(0, kTokenBytes));
+        answer.set_token(token.substr(0, kSharedAnswerTokenBytes));
         answer.set_offset(kHeader + (i % inflight) * region);
         answer.set_capacity(region);
       }

@@ -16,6 +16,11 @@ namespace strata {
 // memory (v1::SharedAnswer) the shard cannot use: why, in printable ASCII.
 inline constexpr char kSharedAnswerRefusalMetadata[] =
     "strata-shared-answer-refusal";
+// The contract of a v1::SharedAnswer between client and shard: the memory
+// starts with a token of this many random bytes, and a region's offset is a
+// multiple of the alignment.
+inline constexpr size_t kSharedAnswerTokenBytes = 16;
+inline constexpr size_t kSharedAnswerAlignment = 64;
 
 // The values of a PullResponse are most of the bytes a shard sends. These
 // helpers write and read that message's wire format (it stays a valid

@@ -60,15 +60,13 @@ absl::Status Annotate(const std::string& address, const grpc::Status& status,
 // Bytes before the first slot: the token (the rest unused), so that slots
 // start on a page.
 constexpr size_t kSharedHeaderBytes = 4096;
-constexpr size_t kTokenBytes = 16;
-constexpr size_t kSlotAlignment = 64;
 // A serialized PullResponse that only says where the answer is.
 constexpr size_t kMostSharedAnswerBytes = 32;
 
 std::string RandomToken() {
   std::random_device device;
-  std::string token(kTokenBytes, '\0');
-  for (size_t i = 0; i < kTokenBytes; i += sizeof(uint32_t)) {
+  std::string token(kSharedAnswerTokenBytes, '\0');
+  for (size_t i = 0; i < kSharedAnswerTokenBytes; i += sizeof(uint32_t)) {
     const uint32_t word = device();
     std::memcpy(&token[i], &word, sizeof(word));
   }
@@ -81,8 +79,8 @@ class SharedAnswerSlots {
  public:
   static absl::StatusOr<std::shared_ptr<SharedAnswerSlots>> Create(
       size_t slots, size_t slot_bytes) {
-    slot_bytes =
-        (slot_bytes + kSlotAlignment - 1) / kSlotAlignment * kSlotAlignment;
+    slot_bytes = (slot_bytes + kSharedAnswerAlignment - 1) /
+                 kSharedAnswerAlignment * kSharedAnswerAlignment;
     if (slots == 0 || slot_bytes == 0 ||
         slots > (size_t{1} << 40) / slot_bytes) {
       return absl::InvalidArgumentError(

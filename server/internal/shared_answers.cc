@@ -12,18 +12,16 @@ namespace strata {
 namespace server_internal {
 namespace {
 
-constexpr uint64_t kRegionAlignment = 64;
-
 // The region's bounds within a memory of `size` bytes, checked without
 // overflow.
 absl::Status CheckRegion(const v1::SharedAnswer& request) {
-  if (request.offset() % kRegionAlignment != 0 || request.capacity() == 0 ||
-      request.offset() > request.size() ||
+  if (request.offset() % kSharedAnswerAlignment != 0 ||
+      request.capacity() == 0 || request.offset() > request.size() ||
       request.capacity() > request.size() - request.offset()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shared answer region at ", request.offset(), " of ",
         request.capacity(), " bytes does not fit a memory of ", request.size(),
-        " bytes at a multiple of ", kRegionAlignment));
+        " bytes at a multiple of ", kSharedAnswerAlignment));
   }
   return absl::OkStatus();
 }

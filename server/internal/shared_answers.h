@@ -12,6 +12,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/pull_wire.h"
 #include "common/shared_memory.h"
 
 namespace strata {
@@ -20,9 +21,6 @@ class SharedAnswer;
 }  // namespace v1
 
 namespace server_internal {
-
-// Bytes at the start of a client's memory that prove it is the caller's.
-inline constexpr size_t kSharedAnswerTokenBytes = 16;
 
 struct SharedAnswersOptions {
   // Clients' memories mapped at once; past it a new client is answered
