@@ -98,12 +98,19 @@ class GrpcRendezvousClient final : public RendezvousClient {
   // restarting), a call's own DEADLINE_EXCEEDED and, when `poll_not_found`,
   // NOT_FOUND are tried again after a pause. When the time runs out: the
   // last answer that says why (see below).
+  //
+  // After an UNAVAILABLE the next call waits for the connection (gRPC's
+  // wait_for_ready) within its deadline. A call that fails at once leaves
+  // no thread of this process polling the channel, and a connection to a
+  // shard that came back up then completes only at gRPC's backup poll, up
+  // to 5 s later: a Set right after a shard's restart ran out its time so.
   template <typename Rpc>
   absl::Status Call(absl::Duration timeout, bool poll_not_found, Rpc rpc) {
     Clock* clock = options_.clock;
     const absl::Time deadline = clock->Now() + timeout;
     absl::Duration pause = kFirstPollInterval;
     absl::Status last;
+    bool wait_for_connection = false;
     for (bool first = true;; first = false) {
       absl::Duration left = deadline - clock->Now();
       absl::Duration call_timeout = std::min(options_.rpc_timeout, left);
@@ -113,6 +120,7 @@ class GrpcRendezvousClient final : public RendezvousClient {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() +
                            absl::ToChronoMilliseconds(call_timeout));
+      context.set_wait_for_ready(wait_for_connection);
       AddBearerToken(options_.auth_token, context);
       const absl::Status status = FromGrpcStatus(rpc(&context));
       const absl::StatusCode code = status.code();
@@ -121,14 +129,18 @@ class GrpcRendezvousClient final : public RendezvousClient {
           code == absl::StatusCode::kDeadlineExceeded ||
           (poll_not_found && code == absl::StatusCode::kNotFound);
       if (!again) return status;
-      // A call cut short by `timeout` that ends in DEADLINE_EXCEEDED only
-      // says that the time ran out; the answer before it (NOT_FOUND, or
-      // why the shard is unreachable) says why.
+      // A DEADLINE_EXCEEDED of a call cut short by `timeout`, or of one that
+      // waited for the connection, only says that the time ran out; the
+      // answer before it (NOT_FOUND, or why the shard is unreachable) says
+      // why.
       const bool cut_short = call_timeout < options_.rpc_timeout;
       if (last.ok() || code != absl::StatusCode::kDeadlineExceeded ||
-          !cut_short) {
+          (!cut_short && !wait_for_connection)) {
         last = status;
       }
+      wait_for_connection =
+          code == absl::StatusCode::kUnavailable ||
+          (wait_for_connection && code == absl::StatusCode::kDeadlineExceeded);
       left = deadline - clock->Now();
       if (left <= absl::ZeroDuration()) return last;
       clock->SleepFor(std::min(pause, left));

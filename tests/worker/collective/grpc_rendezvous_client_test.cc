@@ -145,6 +145,33 @@ TEST(GrpcRendezvousClientTest, GetWaitsForAShardThatIsNotUpYet) {
   EXPECT_THAT(got, IsOkAndHolds(std::string("after restart")));
 }
 
+// A client whose channel failed while the shard was down reaches it within
+// a second of its restart. Calls that failed at once used to leave no
+// thread polling the channel, so the new connection was seen only at
+// gRPC's backup poll (every 5 s) and a Set ran out its time.
+TEST(GrpcRendezvousClientTest, SetRightAfterARestartReachesTheShard) {
+  ServerProcess server;
+  ASSERT_THAT(server.Start(), IsOk());
+  ASSERT_THAT(server.Kill9(), IsOk());
+  RendezvousClientOptions options;
+  options.address = server.address();
+  options.rpc_timeout = absl::Seconds(1);
+  std::unique_ptr<RendezvousClient> client = MakeClient(options);
+  ASSERT_NE(client, nullptr);
+  EXPECT_THAT(client->Get("job/0", absl::ZeroDuration()),
+              StatusIs(absl::StatusCode::kDeadlineExceeded));
+  ASSERT_THAT(server.StartOnSamePort(), IsOk());
+  for (int round = 0; round < 3; ++round) {
+    const std::string value = absl::StrCat("round ", round);
+    EXPECT_THAT(client->Set("job/0", value), IsOk());
+    EXPECT_THAT(client->Get("job/0", absl::Seconds(1)), IsOkAndHolds(value));
+    if (round < 2) {
+      ASSERT_THAT(server.Kill9(), IsOk());
+      ASSERT_THAT(server.StartOnSamePort(), IsOk());
+    }
+  }
+}
+
 TEST(GrpcRendezvousClientTest, ShardThatStaysDownEndsGetAtItsTimeout) {
   ServerProcess server;
   ASSERT_THAT(server.Start(), IsOk());
