@@ -256,6 +256,9 @@ class StrataThread {
         call.push->StartCall();
         call.push->Finish(&call.push_response, &call.status, &call);
       } else {
+        if (entry.pulls[s].has_shared_answer()) {
+          OfferRegion(*shared_[s], entry.pulls[s]);
+        }
         call.pull = stubs_[s]->PrepareAsyncPull(call.context.get(),
                                                 entry.pulls[s], &queue_);
         call.pull->StartCall();
@@ -274,7 +277,7 @@ class StrataThread {
     constexpr size_t kHeader = 4096;
     const size_t region =
         (options_.batch * size_t{options_.dim} * options_.bytes_per_value() +
-         kHeader + kSharedAnswerAlignment - 1) /
+         kHeader + kSharedAnswerClaimBytes + kSharedAnswerAlignment - 1) /
         kSharedAnswerAlignment * kSharedAnswerAlignment;
     shared_.resize(options_.shards.size());
     for (size_t s = 0; s < options_.shards.size(); ++s) {
@@ -298,15 +301,30 @@ class StrataThread {
     shared_rows_.resize(inflight);
   }
 
+  // Sets the claim word of the request's region to a new generation, as
+  // PsClient does before each pull. (A failed pull's region is offered
+  // again without waiting for the shard to finish writing it: the bench
+  // counts failures and checks only the answers' sizes.)
+  void OfferRegion(SharedMemory& memory, v1::PullRequest& pull) {
+    v1::SharedAnswer& region = *pull.mutable_shared_answer();
+    const uint64_t word =
+        SharedAnswerClaimWord(++claim_generation_, SharedAnswerClaim::kOffered);
+    StoreSharedAnswerClaim(memory.data() + region.offset(), word);
+    region.set_claim(word);
+  }
+
   // The values of a pull answered in shared memory, copied out as
   // PsClient copies them into its caller's rows; their count.
   size_t ReadSharedAnswer(const Call& call) {
     const v1::PullRequest& request = call.slot->entry->pulls[call.shard];
     const v1::SharedAnswer& region = request.shared_answer();
     const uint64_t bytes = call.pull_response.shared_answer_bytes();
-    if (shared_[call.shard] == nullptr || bytes > region.capacity()) return 0;
+    if (shared_[call.shard] == nullptr ||
+        bytes > region.capacity() - kSharedAnswerClaimBytes) {
+      return 0;
+    }
     grpc::Slice slice(
-        shared_[call.shard]->data() + region.offset(),
+        shared_[call.shard]->data() + region.offset() + kSharedAnswerClaimBytes,
         static_cast<size_t>(bytes), [](void*) {}, nullptr);
     const grpc::ByteBuffer answer(&slice, 1);
     PullResponseReader reader(answer);
@@ -363,6 +381,7 @@ class StrataThread {
   std::vector<Slot> slots_;
   // Per shard; null where pulls go over gRPC only.
   std::vector<std::unique_ptr<SharedMemory>> shared_;
+  uint64_t claim_generation_ = 0;
   // Per slot: where a shared answer's values are copied.
   std::vector<std::vector<uint8_t>> shared_rows_;
   RunResult result_;

@@ -22,6 +22,51 @@ inline constexpr char kSharedAnswerRefusalMetadata[] =
 inline constexpr size_t kSharedAnswerTokenBytes = 16;
 inline constexpr size_t kSharedAnswerAlignment = 64;
 
+// A region starts with its claim word, in a cache line of its own; the
+// answer follows that line. The word says who may write the region: the
+// client sets it to Offered(g) before it sends the pull, with
+// SharedAnswer.claim = Offered(g). The shard moves it from Offered(g) to
+// Writing(g) before it writes, and to Written(g) once it no longer writes.
+// A client whose pull failed (its deadline passed, say) moves it from
+// Offered(g) to Abandoned(g): from then on the shard answers that pull over
+// gRPC. Otherwise (Writing) the shard may still be writing, and the region
+// waits for Written before another pull may use it.
+inline constexpr size_t kSharedAnswerClaimBytes = 64;
+
+enum class SharedAnswerClaim : uint64_t {
+  kOffered = 0,
+  kWriting = 1,
+  kWritten = 2,
+  kAbandoned = 3,
+};
+
+// The claim word of generation `generation` (below 2^62) in `state`.
+constexpr uint64_t SharedAnswerClaimWord(uint64_t generation,
+                                         SharedAnswerClaim state) {
+  return generation << 2 | static_cast<uint64_t>(state);
+}
+constexpr SharedAnswerClaim SharedAnswerClaimState(uint64_t word) {
+  return static_cast<SharedAnswerClaim>(word & 3);
+}
+
+// The claim word at the start of `region` (8-byte aligned, in memory shared
+// with another process), read and written atomically.
+inline uint64_t LoadSharedAnswerClaim(const uint8_t* region) {
+  return __atomic_load_n(reinterpret_cast<const uint64_t*>(region),
+                         __ATOMIC_ACQUIRE);
+}
+inline void StoreSharedAnswerClaim(uint8_t* region, uint64_t word) {
+  __atomic_store_n(reinterpret_cast<uint64_t*>(region), word, __ATOMIC_RELEASE);
+}
+// Sets the word to `desired` when it holds `expected`; false (and
+// *expected set to what it holds) otherwise.
+inline bool ExchangeSharedAnswerClaim(uint8_t* region, uint64_t* expected,
+                                      uint64_t desired) {
+  return __atomic_compare_exchange_n(reinterpret_cast<uint64_t*>(region),
+                                     expected, desired, /*weak=*/false,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
 // The values of a PullResponse are most of the bytes a shard sends. These
 // helpers write and read that message's wire format (it stays a valid
 // strata.v1.PullResponse for every other client) straight between the rows

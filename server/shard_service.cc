@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
 #include "common/file_system.h"
@@ -583,10 +584,28 @@ ShardService::TryPullIntoSharedMemory(const v1::PullRequest& request,
         << ": " << refusal;
     return std::nullopt;
   }
-  if (PullResponseWriter::MostBytes(value_bytes) > region->capacity) {
+  if (PullResponseWriter::MostBytes(value_bytes) >
+      region->capacity - kSharedAnswerClaimBytes) {
     return std::nullopt;
   }
-  PullResponseWriter writer(value_bytes, fp16, region->data);
+  // The client may have given the pull up: then the region may be another
+  // pull's already (see SharedAnswerClaim), and this answer goes over gRPC
+  // to no one.
+  const uint64_t offered = request.shared_answer().claim();
+  uint64_t expected = offered;
+  if (SharedAnswerClaimState(offered) != SharedAnswerClaim::kOffered ||
+      !ExchangeSharedAnswerClaim(
+          region->data, &expected,
+          offered | static_cast<uint64_t>(SharedAnswerClaim::kWriting))) {
+    return std::nullopt;
+  }
+  absl::Cleanup written = [&] {
+    StoreSharedAnswerClaim(
+        region->data,
+        offered | static_cast<uint64_t>(SharedAnswerClaim::kWritten));
+  };
+  PullResponseWriter writer(value_bytes, fp16,
+                            region->data + kSharedAnswerClaimBytes);
   STRATA_RETURN_IF_ERROR(LookUpInto(request, value_counts, fp16, writer));
   metrics_.AddSharedAnswer();
   v1::PullResponse response;

@@ -1,7 +1,5 @@
-#include <cstring>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
+#include "client/internal/shared_answer_slots.h"
 #include "client/shard_client.h"
 #include "common/auth.h"
 #include "common/grpc_status.h"
@@ -57,93 +56,10 @@ absl::Status Annotate(const std::string& address, const grpc::Status& status,
                       message);
 }
 
-// Bytes before the first slot: the token (the rest unused), so that slots
-// start on a page.
-constexpr size_t kSharedHeaderBytes = 4096;
 // A serialized PullResponse that only says where the answer is.
 constexpr size_t kMostSharedAnswerBytes = 32;
 
-std::string RandomToken() {
-  std::random_device device;
-  std::string token(kSharedAnswerTokenBytes, '\0');
-  for (size_t i = 0; i < kSharedAnswerTokenBytes; i += sizeof(uint32_t)) {
-    const uint32_t word = device();
-    std::memcpy(&token[i], &word, sizeof(word));
-  }
-  return token;
-}
-
-// A client's shared memory for pull answers, cut into slots, one per pull in
-// flight. Thread-safe. Kept alive by the answers that still point into it.
-class SharedAnswerSlots {
- public:
-  static absl::StatusOr<std::shared_ptr<SharedAnswerSlots>> Create(
-      size_t slots, size_t slot_bytes) {
-    slot_bytes = (slot_bytes + kSharedAnswerAlignment - 1) /
-                 kSharedAnswerAlignment * kSharedAnswerAlignment;
-    if (slots == 0 || slot_bytes == 0 ||
-        slots > (size_t{1} << 40) / slot_bytes) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("shared memory of ", slots, " slots of ", slot_bytes,
-                       " bytes: want at least one of each, at most 1 TiB"));
-    }
-    STRATA_ASSIGN_OR_RETURN(
-        std::unique_ptr<SharedMemory> memory,
-        SharedMemory::Create(kSharedHeaderBytes + slots * slot_bytes));
-    auto created = std::shared_ptr<SharedAnswerSlots>(
-        new SharedAnswerSlots(std::move(memory), slots, slot_bytes));
-    return created;
-  }
-
-  std::optional<size_t> TryAcquire() {
-    absl::MutexLock lock(&mu_);
-    if (free_.empty()) return std::nullopt;
-    const size_t slot = free_.back();
-    free_.pop_back();
-    return slot;
-  }
-  void Release(size_t slot) {
-    absl::MutexLock lock(&mu_);
-    free_.push_back(slot);
-  }
-  // A PullRequest holding only the slot's SharedAnswer, serialized: appended
-  // to a serialized request, it adds the field.
-  const std::string& request_field(size_t slot) const {
-    return request_fields_[slot];
-  }
-  const uint8_t* slot_data(size_t slot) const {
-    return memory_->data() + SlotOffset(slot);
-  }
-  size_t slot_bytes() const { return slot_bytes_; }
-
- private:
-  SharedAnswerSlots(std::unique_ptr<SharedMemory> memory, size_t slots,
-                    size_t slot_bytes)
-      : memory_(std::move(memory)), slot_bytes_(slot_bytes) {
-    const std::string token = RandomToken();
-    std::memcpy(memory_->data(), token.data(), token.size());
-    for (size_t slot = 0; slot < slots; ++slot) {
-      v1::PullRequest field;
-      v1::SharedAnswer& shared = *field.mutable_shared_answer();
-      shared.set_path(memory_->path());
-      shared.set_size(memory_->size());
-      shared.set_token(token);
-      shared.set_offset(SlotOffset(slot));
-      shared.set_capacity(slot_bytes);
-      request_fields_.push_back(field.SerializeAsString());
-      free_.push_back(slots - 1 - slot);
-    }
-  }
-  size_t SlotOffset(size_t slot) const {
-    return kSharedHeaderBytes + slot * slot_bytes_;
-  }
-
-  const std::unique_ptr<SharedMemory> memory_;
-  const size_t slot_bytes_;
-  std::vector<std::string> request_fields_;
-  absl::Mutex mu_;
-  std::vector<size_t> free_ ABSL_GUARDED_BY(mu_);
-};
+using client_internal::SharedAnswerSlots;
 
 // What a grpc::Slice over a slot holds: the slot goes back when gRPC
 // drops the slice.
@@ -326,18 +242,18 @@ class GrpcShardClient final : public ShardClient {
   grpc::Status OfferSharedSlot(Call& call) {
     std::shared_ptr<SharedAnswerSlots> slots = SharedSlots();
     if (slots == nullptr) return grpc::Status::OK;
-    std::optional<size_t> slot = slots->TryAcquire();
-    if (!slot.has_value()) return grpc::Status::OK;
+    std::optional<SharedAnswerSlots::Offer> offer = slots->TryOffer();
+    if (!offer.has_value()) return grpc::Status::OK;
     std::vector<grpc::Slice> pieces;
     grpc::Status dumped = call.request.Dump(&pieces);
     if (!dumped.ok()) {
-      slots->Release(*slot);
+      slots->Abandon(offer->slot);
       return dumped;
     }
-    pieces.emplace_back(slots->request_field(*slot));
+    pieces.emplace_back(std::move(offer->request_field));
     call.request = grpc::ByteBuffer(pieces.data(), pieces.size());
     call.slots = std::move(slots);
-    call.slot = *slot;
+    call.slot = offer->slot;
     return grpc::Status::OK;
   }
 
@@ -346,11 +262,13 @@ class GrpcShardClient final : public ShardClient {
   // response), or frees the slot.
   template <typename Call>
   void TakeSharedAnswer(Call& call, bool ok, grpc::ByteBuffer* response) {
-    auto hold = std::make_unique<SlotHold>(SlotHold{call.slots, call.slot});
     if (!ok) {
-      ReleaseSlotHold(hold.release());
+      // The shard may not be done with the slot (a deadline passed while
+      // it wrote): the slot waits for it.
+      call.slots->Abandon(call.slot);
       return;
     }
+    auto hold = std::make_unique<SlotHold>(SlotHold{call.slots, call.slot});
     const auto& trailers = call.context.GetServerTrailingMetadata();
     if (auto refusal = trailers.find(kSharedAnswerRefusalMetadata);
         refusal != trailers.end()) {
@@ -371,14 +289,14 @@ class GrpcShardClient final : public ShardClient {
         shared_bytes = parsed.shared_answer_bytes();
       }
     }
-    if (shared_bytes == 0 || shared_bytes > call.slots->slot_bytes()) {
+    if (shared_bytes == 0 || shared_bytes > call.slots->answer_capacity()) {
       // Answered over gRPC (or a length that cannot be: then the response
       // reads as a malformed answer, not as bytes past the slot).
       ReleaseSlotHold(hold.release());
       return;
     }
     // The slice only reads the slot; gRPC's type is not const.
-    auto* data = const_cast<uint8_t*>(call.slots->slot_data(call.slot));
+    auto* data = const_cast<uint8_t*>(call.slots->answer_data(call.slot));
     grpc::Slice answer(data, static_cast<size_t>(shared_bytes),
                        &ReleaseSlotHold, hold.release());
     *response = grpc::ByteBuffer(&answer, 1);

@@ -16,12 +16,15 @@ namespace {
 // overflow.
 absl::Status CheckRegion(const v1::SharedAnswer& request) {
   if (request.offset() % kSharedAnswerAlignment != 0 ||
-      request.capacity() == 0 || request.offset() > request.size() ||
+      request.capacity() <= kSharedAnswerClaimBytes ||
+      request.offset() > request.size() ||
       request.capacity() > request.size() - request.offset()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "shared answer region at ", request.offset(), " of ",
         request.capacity(), " bytes does not fit a memory of ", request.size(),
-        " bytes at a multiple of ", kSharedAnswerAlignment));
+        " bytes at a multiple of ", kSharedAnswerAlignment,
+        ", with room past its claim line of ", kSharedAnswerClaimBytes,
+        " bytes"));
   }
   return absl::OkStatus();
 }

@@ -42,6 +42,7 @@ class SharedAnswers {
   struct Region {
     // Keeps the mapping alive while the answer is written.
     std::shared_ptr<const SharedMemory> memory;
+    // The region's claim line, then its room for the answer.
     uint8_t* data = nullptr;
     size_t capacity = 0;
   };

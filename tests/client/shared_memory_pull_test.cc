@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <thread>
@@ -19,8 +22,12 @@
 #include "absl/strings/str_cat.h"
 #include "client/ps_client.h"
 #include "client/shard_client.h"
+#include "common/pull_wire.h"
+#include "common/shared_memory.h"
 #include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "proto/strata.grpc.pb.h"
 #include "proto/strata.pb.h"
 #include "tests/testing/http_get.h"
 #include "tests/testing/server_process.h"
@@ -250,6 +257,120 @@ TEST_F(SharedMemoryPullTest, AClosedClientsMemoryMakesRoomForAnother) {
   ASSERT_THAT(third->Pull("t", keys, absl::MakeSpan(rows)), IsOk());
   EXPECT_THAT(rows, ElementsAreArray(expected));
   EXPECT_EQ(Metric(kShared), 2);
+}
+
+// What the shard does with a region's claim word (SharedAnswerClaim): it
+// writes only into a region still offered under the request's claim, marks
+// it written, and answers over gRPC when the client gave the pull up.
+TEST_F(SharedMemoryPullTest, TheShardWritesOnlyARegionStillOfferedToIt) {
+  StartShard();
+  absl::StatusOr<std::unique_ptr<SharedMemory>> memory =
+      SharedMemory::Create(4096 + 65536);
+  ASSERT_THAT(memory, IsOk());
+  uint8_t* const region = (*memory)->data() + 4096;
+  const std::string token = "sixteen-byte-tok";
+  std::memcpy((*memory)->data(), token.data(), token.size());
+  auto stub = v1::ParameterServer::NewStub(grpc::CreateChannel(
+      shard_->address(), grpc::InsecureChannelCredentials()));
+  const std::vector<uint64_t> keys = Keys(100);
+  const std::vector<float> expected = PullOverGrpc(keys);
+  auto pull = [&](uint64_t claim, uint64_t word) {
+    StoreSharedAnswerClaim(region, word);
+    v1::PullRequest request;
+    v1::TableBatch& batch = *request.add_batches();
+    batch.set_table("t");
+    for (uint64_t key : keys) batch.add_keys(key);
+    v1::SharedAnswer& shared = *request.mutable_shared_answer();
+    shared.set_path((*memory)->path());
+    shared.set_size((*memory)->size());
+    shared.set_token(token);
+    shared.set_offset(4096);
+    shared.set_capacity(65536);
+    shared.set_claim(claim);
+    grpc::ClientContext context;
+    v1::PullResponse response;
+    EXPECT_TRUE(stub->Pull(&context, request, &response).ok());
+    return response;
+  };
+  auto offered = [](uint64_t generation) {
+    return SharedAnswerClaimWord(generation, SharedAnswerClaim::kOffered);
+  };
+  auto word = [](uint64_t generation, SharedAnswerClaim state) {
+    return SharedAnswerClaimWord(generation, state);
+  };
+  // Given up before the shard saw it: answered over gRPC, region untouched.
+  v1::PullResponse response =
+      pull(offered(1), word(1, SharedAnswerClaim::kAbandoned));
+  EXPECT_EQ(response.shared_answer_bytes(), 0u);
+  ASSERT_EQ(response.batches_size(), 1);
+  EXPECT_THAT(response.batches(0).values(), ElementsAreArray(expected));
+  EXPECT_EQ(LoadSharedAnswerClaim(region),
+            word(1, SharedAnswerClaim::kAbandoned));
+  EXPECT_EQ(region[kSharedAnswerClaimBytes], 0) << "the shard wrote anyway";
+  // Offered under another generation (a later pull's): the same.
+  response = pull(offered(2), offered(3));
+  EXPECT_EQ(response.shared_answer_bytes(), 0u);
+  EXPECT_EQ(LoadSharedAnswerClaim(region), offered(3));
+  EXPECT_EQ(region[kSharedAnswerClaimBytes], 0);
+  // A request whose claim is not an offer.
+  response = pull(word(4, SharedAnswerClaim::kWriting), offered(4));
+  EXPECT_EQ(response.shared_answer_bytes(), 0u);
+  // Still offered: written there, and marked written.
+  response = pull(offered(5), offered(5));
+  EXPECT_GT(response.shared_answer_bytes(), 0u);
+  EXPECT_EQ(response.batches_size(), 0);
+  EXPECT_EQ(LoadSharedAnswerClaim(region),
+            word(5, SharedAnswerClaim::kWritten));
+  v1::PullResponse shared;
+  ASSERT_TRUE(shared.ParseFromArray(region + kSharedAnswerClaimBytes,
+                                    response.shared_answer_bytes()));
+  ASSERT_EQ(shared.batches_size(), 1);
+  EXPECT_THAT(shared.batches(0).values(), ElementsAreArray(expected));
+  EXPECT_EQ(Metric(kShared), 1);
+  EXPECT_EQ(Metric(kRefused), 0);
+}
+
+// Pulls that end at their deadline while the shard still writes their
+// answer: the slot is not handed to the next pull until the shard is done,
+// so every answer that arrives holds its own rows.
+TEST_F(SharedMemoryPullTest, PullsGivenUpAtTheirDeadlineSpoilNoLaterAnswer) {
+  StartShard();
+  PsClientOptions options;
+  options.shard_addresses = {shard_->address()};
+  options.shared_memory_pull.slots = 2;
+  options.rpc_timeout = absl::Milliseconds(5);
+  options.retry_deadline = absl::Milliseconds(5);
+  absl::StatusOr<std::unique_ptr<PsClient>> client = PsClient::Create(options);
+  ASSERT_THAT(client, IsOk());
+  const std::vector<uint64_t> all = Keys(20000);
+  const std::vector<float> expected = PullOverGrpc(all);
+  std::atomic<int> answered{0}, wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      // Each thread its own rows (160 KB to write), in the same layout: a
+      // late write of one thread's answer over another's shows.
+      const size_t count = all.size() / 4;
+      const size_t begin = count * t;
+      const std::vector<uint64_t> keys(all.begin() + begin,
+                                       all.begin() + begin + count);
+      std::vector<float> rows(count * kDim);
+      for (int pull = 0; pull < 200; ++pull) {
+        std::fill(rows.begin(), rows.end(), -1.0f);
+        if (!(*client)->Pull("t", keys, absl::MakeSpan(rows)).ok()) continue;
+        ++answered;
+        if (!std::equal(rows.begin(), rows.end(),
+                        expected.begin() + begin * kDim)) {
+          ++wrong;
+        }
+      }
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::printf("%d of 800 pulls answered in time, %.0f in shared memory\n",
+              answered.load(), Metric(kShared));
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_GT(answered.load(), 0);
 }
 
 // A client process killed with SIGKILL in the middle of its pulls: the

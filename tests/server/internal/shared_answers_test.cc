@@ -84,6 +84,7 @@ TEST(SharedAnswersTest, RefusesRegionsOutsideTheMemoryOrUnaligned) {
         std::make_pair(uint64_t{8192}, uint64_t{1}),
         std::make_pair(~uint64_t{0} - 63, uint64_t{128}),
         std::make_pair(uint64_t{100}, uint64_t{64}),
+        std::make_pair(uint64_t{4096}, uint64_t{kSharedAnswerClaimBytes}),
         std::make_pair(uint64_t{0}, uint64_t{0})}) {
     EXPECT_THAT(
         answers.Find(Request(*client, offset, capacity)),
