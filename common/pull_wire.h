@@ -31,7 +31,14 @@ inline constexpr size_t kSharedAnswerAlignment = 64;
 // Offered(g) to Abandoned(g): from then on the shard answers that pull over
 // gRPC. Otherwise (Writing) the shard may still be writing, and the region
 // waits for Written before another pull may use it.
+//
+// The line's second word is the pid of the shard process that writes the
+// region (0: not known yet). The client zeroes it when it offers the
+// region, the shard sets it once the word says Writing, and a client may
+// take back a region whose writer no longer exists (a shard killed in the
+// middle of a write).
 inline constexpr size_t kSharedAnswerClaimBytes = 64;
+inline constexpr size_t kSharedAnswerWriterOffset = 8;
 
 enum class SharedAnswerClaim : uint64_t {
   kOffered = 0,
@@ -57,6 +64,16 @@ inline uint64_t LoadSharedAnswerClaim(const uint8_t* region) {
 }
 inline void StoreSharedAnswerClaim(uint8_t* region, uint64_t word) {
   __atomic_store_n(reinterpret_cast<uint64_t*>(region), word, __ATOMIC_RELEASE);
+}
+inline uint64_t LoadSharedAnswerWriter(const uint8_t* region) {
+  return __atomic_load_n(
+      reinterpret_cast<const uint64_t*>(region + kSharedAnswerWriterOffset),
+      __ATOMIC_ACQUIRE);
+}
+inline void StoreSharedAnswerWriter(uint8_t* region, uint64_t pid) {
+  __atomic_store_n(
+      reinterpret_cast<uint64_t*>(region + kSharedAnswerWriterOffset), pid,
+      __ATOMIC_RELEASE);
 }
 // Sets the word to `desired` when it holds `expected`; false (and
 // *expected set to what it holds) otherwise.

@@ -1,5 +1,7 @@
 #include "server/shard_service.h"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <new>
 #include <optional>
@@ -599,6 +601,7 @@ ShardService::TryPullIntoSharedMemory(const v1::PullRequest& request,
           offered | static_cast<uint64_t>(SharedAnswerClaim::kWriting))) {
     return std::nullopt;
   }
+  StoreSharedAnswerWriter(region->data, static_cast<uint64_t>(::getpid()));
   absl::Cleanup written = [&] {
     StoreSharedAnswerClaim(
         region->data,

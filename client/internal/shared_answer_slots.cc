@@ -1,5 +1,10 @@
 #include "client/internal/shared_answer_slots.h"
 
+#include <signal.h>
+#include <sys/types.h>
+
+#include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <random>
 #include <utility>
@@ -29,6 +34,13 @@ std::string RandomToken() {
 
 uint64_t Word(uint64_t generation, SharedAnswerClaim state) {
   return SharedAnswerClaimWord(generation, state);
+}
+
+// False only when no process `pid` exists any more: a writer not known
+// yet (0), or one this process may not signal, may still write.
+bool WriterMayExist(uint64_t pid) {
+  if (pid == 0 || pid > static_cast<uint64_t>(INT32_MAX)) return true;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH;
 }
 
 }  // namespace
@@ -77,6 +89,7 @@ std::optional<SharedAnswerSlots::Offer> SharedAnswerSlots::TryOffer() {
     free_.pop_back();
     offered = Word(++generations_[slot], SharedAnswerClaim::kOffered);
   }
+  StoreSharedAnswerWriter(slot_region(slot), 0);
   StoreSharedAnswerClaim(slot_region(slot), offered);
   v1::PullRequest field;
   v1::SharedAnswer& shared = *field.mutable_shared_answer();
@@ -112,7 +125,8 @@ void SharedAnswerSlots::ReclaimWrittenLocked() {
   for (size_t i = 0; i < waiting_.size();) {
     const size_t slot = waiting_[i];
     if (LoadSharedAnswerClaim(slot_region(slot)) ==
-        Word(generations_[slot], SharedAnswerClaim::kWriting)) {
+            Word(generations_[slot], SharedAnswerClaim::kWriting) &&
+        WriterMayExist(LoadSharedAnswerWriter(slot_region(slot)))) {
       ++i;
       continue;
     }

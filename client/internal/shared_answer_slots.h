@@ -48,7 +48,8 @@ class SharedAnswerSlots {
   // After the pull was answered: the shard is done with the slot.
   void Release(size_t slot);
   // After the pull failed: the slot is free again once the shard can no
-  // longer write it (at once, unless the shard is writing it now).
+  // longer write it (at once, unless the shard is writing it now; then
+  // once it marks the slot written, or its process is gone).
   void Abandon(size_t slot);
 
   // Where a slot's answer starts, and the room for it.

@@ -3,6 +3,10 @@
 
 #include "client/internal/shared_answer_slots.h"
 
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <memory>
 #include <optional>
 #include <set>
@@ -116,6 +120,39 @@ TEST(SharedAnswerSlotsTest, ASlotGivenUpWhileTheShardWritesWaitsForIt) {
   EXPECT_EQ(again->slot, offer->slot);
   EXPECT_EQ(slots->waiting(), 0u);
   EXPECT_NE(View(*again).request.claim(), claim);
+}
+
+// A shard killed in the middle of a write never marks the slot written:
+// the slot comes back once that process is gone, not while it lives.
+TEST(SharedAnswerSlotsTest, ASlotWhoseWriterDiedComesBack) {
+  std::shared_ptr<SharedAnswerSlots> slots = Slots(1);
+  ASSERT_NE(slots, nullptr);
+  std::optional<SharedAnswerSlots::Offer> offer = slots->TryOffer();
+  ASSERT_TRUE(offer.has_value());
+  ShardView shard = View(*offer);
+  ASSERT_NE(shard.memory, nullptr);
+  EXPECT_EQ(LoadSharedAnswerWriter(shard.region()), 0u);
+  const uint64_t claim = shard.request.claim();
+  uint64_t expected = claim;
+  ASSERT_TRUE(ExchangeSharedAnswerClaim(
+      shard.region(), &expected, Word(claim, SharedAnswerClaim::kWriting)));
+  slots->Abandon(offer->slot);
+  // Writer not known yet, then a live one (this process): the slot waits.
+  EXPECT_FALSE(slots->TryOffer().has_value());
+  StoreSharedAnswerWriter(shard.region(), static_cast<uint64_t>(::getpid()));
+  EXPECT_FALSE(slots->TryOffer().has_value());
+  // A process that has exited and been reaped.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) ::_exit(0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  StoreSharedAnswerWriter(shard.region(), static_cast<uint64_t>(child));
+  std::optional<SharedAnswerSlots::Offer> again = slots->TryOffer();
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->slot, offer->slot);
+  EXPECT_EQ(LoadSharedAnswerWriter(shard.region()), 0u)
+      << "a new offer clears the writer";
 }
 
 TEST(SharedAnswerSlotsTest, APullThatFailedAfterTheShardWroteFreesItsSlot) {

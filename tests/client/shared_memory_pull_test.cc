@@ -321,6 +321,8 @@ TEST_F(SharedMemoryPullTest, TheShardWritesOnlyARegionStillOfferedToIt) {
   EXPECT_EQ(response.batches_size(), 0);
   EXPECT_EQ(LoadSharedAnswerClaim(region),
             word(5, SharedAnswerClaim::kWritten));
+  EXPECT_EQ(LoadSharedAnswerWriter(region),
+            static_cast<uint64_t>(shard_->pid()));
   v1::PullResponse shared;
   ASSERT_TRUE(shared.ParseFromArray(region + kSharedAnswerClaimBytes,
                                     response.shared_answer_bytes()));
