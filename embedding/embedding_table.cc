@@ -169,28 +169,6 @@ float* EmbeddingTable::FindOrAdmitRow(Stripe& stripe, FeatureId key,
   return FindOrCreateRow(stripe, key);
 }
 
-template <typename KeyAt>
-void EmbeddingTable::PrefetchForUpdateAhead(const Stripe& stripe, size_t j,
-                                            size_t begin, size_t end,
-                                            const KeyAt& key_at) const {
-  if (j == begin) {
-    for (size_t k = begin; k < std::min(end, begin + kIndexPrefetchAhead);
-         ++k) {
-      stripe.index.Prefetch(key_at(k));
-    }
-    for (size_t k = begin; k < std::min(end, begin + kRowPrefetchAhead); ++k) {
-      FindAndPrefetchRow(stripe, key_at(k), /*for_update=*/true);
-    }
-  }
-  if (j + kIndexPrefetchAhead < end) {
-    stripe.index.Prefetch(key_at(j + kIndexPrefetchAhead));
-  }
-  if (j + kRowPrefetchAhead < end) {
-    FindAndPrefetchRow(stripe, key_at(j + kRowPrefetchAhead),
-                       /*for_update=*/true);
-  }
-}
-
 void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
                                     const float* gradients, bool track_dirty,
                                     const RowVisitor& on_updated,

@@ -1,6 +1,7 @@
 #ifndef STRATA_EMBEDDING_EMBEDDING_TABLE_H_
 #define STRATA_EMBEDDING_EMBEDDING_TABLE_H_
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -117,9 +118,12 @@ class EmbeddingTable {
   absl::Status StageGradients(absl::Span<const FeatureId> keys,
                               const float* gradients, uint64_t global_step,
                               const RowLoader& loader, StagedRows* staged);
-  // Puts the staged rows in memory (their write is in, so with a memory
-  // budget they may leave memory again at once).
-  void CommitStaged(const StagedRows& staged);
+  // Puts the staged rows in memory. Without `track_dirty` their write is
+  // in, so with a memory budget they may leave memory again at once; with
+  // it they are remembered until TakeDirtyRows, and stay in memory until
+  // then (group durability: the rows went to the push log, and reach the
+  // table's files with the next flush).
+  void CommitStaged(const StagedRows& staged, bool track_dirty = false);
 
   // Inserts or replaces a row (recovery and restore). For eviction it counts
   // as updated now, at no known step. With a memory budget, a new row past
@@ -283,7 +287,6 @@ class EmbeddingTable {
   // at position k), about to be updated or written out: fetches the index
   // probe kIndexPrefetchAhead keys ahead and the row (value and state)
   // kRowPrefetchAhead keys ahead, and at j == begin the ones before those.
-  // Defined in embedding_table.cc, where its callers are.
   template <typename KeyAt>
   void PrefetchForUpdateAhead(const Stripe& stripe, size_t j, size_t begin,
                               size_t end, const KeyAt& key_at) const
@@ -321,6 +324,28 @@ class EmbeddingTable {
   std::atomic<uint64_t> first_step_{0};
   std::atomic<uint64_t> latest_step_{0};
 };
+
+template <typename KeyAt>
+void EmbeddingTable::PrefetchForUpdateAhead(const Stripe& stripe, size_t j,
+                                            size_t begin, size_t end,
+                                            const KeyAt& key_at) const {
+  if (j == begin) {
+    for (size_t k = begin; k < std::min(end, begin + kIndexPrefetchAhead);
+         ++k) {
+      stripe.index.Prefetch(key_at(k));
+    }
+    for (size_t k = begin; k < std::min(end, begin + kRowPrefetchAhead); ++k) {
+      FindAndPrefetchRow(stripe, key_at(k), /*for_update=*/true);
+    }
+  }
+  if (j + kIndexPrefetchAhead < end) {
+    stripe.index.Prefetch(key_at(j + kIndexPrefetchAhead));
+  }
+  if (j + kRowPrefetchAhead < end) {
+    FindAndPrefetchRow(stripe, key_at(j + kRowPrefetchAhead),
+                       /*for_update=*/true);
+  }
+}
 
 }  // namespace strata
 

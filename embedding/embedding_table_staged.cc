@@ -44,7 +44,10 @@ absl::Status EmbeddingTable::StageGradients(absl::Span<const FeatureId> keys,
     if (starts[s] == starts[s + 1]) continue;
     const Stripe& stripe = stripes_[s];
     absl::ReaderMutexLock lock(&stripe.mu);
+    const auto key_at = [&](size_t k) { return keys[order[k]]; };
     for (uint32_t j = starts[s]; j < starts[s + 1]; ++j) {
+      // The rows are where a large table's staging waits: fetched ahead.
+      PrefetchForUpdateAhead(stripe, j, starts[s], starts[s + 1], key_at);
       const uint32_t i = order[j];
       const FeatureId key = keys[i];
       auto [it, first] =
@@ -94,18 +97,22 @@ absl::Status EmbeddingTable::StageGradients(absl::Span<const FeatureId> keys,
   return absl::OkStatus();
 }
 
-void EmbeddingTable::CommitStaged(const StagedRows& staged) {
+void EmbeddingTable::CommitStaged(const StagedRows& staged, bool track_dirty) {
   NoteStep(staged.global_step);
   const RowStamp stamp{staged.global_step,
                        evicts_ ? absl::ToUnixMicros(clock_->Now()) : 0};
-  size_t k = 0;
-  while (k < staged.keys.size()) {
+  const size_t count = staged.keys.size();
+  const auto key_at = [&](size_t k) { return staged.keys[k]; };
+  size_t begin = 0;
+  while (begin < count) {
     // Keys come grouped by stripe: one lock per group.
-    Stripe& stripe = stripes_[StripeOf(staged.keys[k])];
+    const size_t stripe_index = StripeOf(staged.keys[begin]);
+    size_t end = begin + 1;
+    while (end < count && StripeOf(staged.keys[end]) == stripe_index) ++end;
+    Stripe& stripe = stripes_[stripe_index];
     absl::MutexLock lock(&stripe.mu);
-    for (; k < staged.keys.size() &&
-           &stripes_[StripeOf(staged.keys[k])] == &stripe;
-         ++k) {
+    for (size_t k = begin; k < end; ++k) {
+      PrefetchForUpdateAhead(stripe, k, begin, end, key_at);
       const FeatureId key = staged.keys[k];
       float* row;
       if (const uint32_t slot = stripe.index.Find(key);
@@ -125,9 +132,12 @@ void EmbeddingTable::CommitStaged(const StagedRows& staged) {
                   row_width_ * sizeof(float));
       const size_t slot = (row - stripe.rows.data()) / row_width_;
       if (evicts_) stripe.stamps[slot] = stamp;
-      // On disk already: the row may leave memory when room is needed.
+      // On disk already (or dirty, which keeps it): the row may leave
+      // memory when room is needed.
       if (budgeted_) stripe.referenced[slot] = kReferenced;
+      if (track_dirty) stripe.dirty.insert(key);
     }
+    begin = end;
   }
 }
 
