@@ -4,7 +4,8 @@
 # loaded with NUM_KEYS rows, pushed to for PUSH_S seconds (BATCH keys, 8 in
 # flight), killed with SIGKILL and started again on the same data directory.
 # The time until it listens again is its recovery: RocksDB replays its
-# write-ahead log, then the rows are read into memory. Which build goes
+# write-ahead log, the rows are read into memory, and a group shard replays
+# its push log over them and flushes. Which build goes
 # first alternates between rounds. Prints one row per run (the log on disk
 # at the kill and after the restart, in MiB, and the restart's seconds) and
 # the ratio B/A of each round's restart time.
@@ -28,7 +29,9 @@ bench_start recovery
 
 # MiB of write-ahead log in shard 0's database.
 log_mib() {
-  find "$WORK/s0/db" -name '*.log' -printf '%s\n' |
+  # RocksDB's write-ahead logs, and the push log of a group shard.
+  find "$WORK/s0/db" "$WORK/s0/push_log" -name '*.log' -printf '%s\n' \
+    2>/dev/null |
     awk '{ s += $1 } END { printf "%.0f", s / 1048576 }'
 }
 

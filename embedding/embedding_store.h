@@ -46,7 +46,8 @@ struct EmbeddingStoreOptions {
   std::string data_dir;
   // Default: kGroup.
   Durability durability = Durability::kGroup;
-  // kPeriodic only: how often updated rows are written. Default: 1 s.
+  // kPeriodic and kGroup: how often updated rows are written (under kGroup
+  // the push log is then emptied). Default: 1 s.
   absl::Duration flush_interval = absl::Seconds(1);
   // Default: Clock::Real().
   Clock* clock = Clock::Real();
@@ -67,9 +68,12 @@ struct EmbeddingStoreOptions {
   size_t block_cache_bytes = size_t{32} << 20;
   // Recent updates kept for the change stream. Default: 256 MiB.
   size_t change_log_bytes = size_t{256} << 20;
-  // kPeriodic only: while flushes fail, pushes are refused (UNAVAILABLE)
+  // kPeriodic and kGroup: while flushes fail, pushes are refused (UNAVAILABLE)
   // once more rows than this wait to be written. Default: 4M rows.
   uint64_t max_unwritten_rows = uint64_t{1} << 22;
+  // kGroup: while flushes fail the push log keeps growing; past this many
+  // bytes pushes are refused (UNAVAILABLE) until a flush works.
+  uint64_t max_push_log_bytes = uint64_t{8} << 30;
   // Push windows (deduplication of retried pushes): a client's window is
   // forgotten (in memory and on disk) once unused for push_window_ttl, and
   // the least recently used go past max_push_windows; a retry of a push
@@ -95,9 +99,12 @@ struct StorageStats {
   // Writes to RocksDB that failed since the store opened (pushes, flushes,
   // table records).
   uint64_t failed_writes = 0;
-  // kPeriodic: rows the last failed flush kept in memory to write again; 0
-  // once a flush succeeds.
+  // kPeriodic and kGroup: rows the last failed flush kept in memory to
+  // write again; 0 once a flush succeeds.
   uint64_t unwritten_rows = 0;
+  // kGroup: bytes of pushes in the push log, which the next flush that
+  // works writes to RocksDB and deletes.
+  uint64_t push_log_bytes = 0;
   // The last write's error; empty once a write succeeds again.
   std::string write_error;
 };

@@ -433,13 +433,17 @@ absl::Status RocksDbEmbeddingStore::WriteLocked(rocksdb::WriteBatch& batch,
     NoteWriteError(error);
     return error;
   }
+  NoteWriteWorked();
+  changed_rows_.Record(batch, handles_[1]->GetID());
+  return absl::OkStatus();
+}
+
+void RocksDbEmbeddingStore::NoteWriteWorked() {
   if (write_error_set_.load(std::memory_order_relaxed)) {
     absl::MutexLock lock(&write_error_mu_);
     last_write_error_.clear();
     write_error_set_.store(false, std::memory_order_relaxed);
   }
-  changed_rows_.Record(batch, handles_[1]->GetID());
-  return absl::OkStatus();
 }
 
 void RocksDbEmbeddingStore::NoteWriteError(const absl::Status& error) {
@@ -455,6 +459,7 @@ StorageStats RocksDbEmbeddingStore::GetStorageStats() {
   StorageStats stats;
   stats.failed_writes = failed_writes_.load(std::memory_order_relaxed);
   stats.unwritten_rows = unwritten_rows_.load(std::memory_order_relaxed);
+  if (push_log_ != nullptr) stats.push_log_bytes = push_log_->bytes();
   {
     absl::MutexLock error_lock(&write_error_mu_);
     stats.write_error = last_write_error_;
@@ -517,7 +522,7 @@ absl::StatusOr<std::unique_ptr<EmbeddingStore>> EmbeddingStore::Open(
   if (options.data_dir.empty()) {
     return absl::InvalidArgumentError("data_dir is required");
   }
-  if (options.durability == Durability::kPeriodic &&
+  if (options.durability != Durability::kSync &&
       options.flush_interval <= absl::ZeroDuration()) {
     return absl::InvalidArgumentError("flush_interval must be positive");
   }

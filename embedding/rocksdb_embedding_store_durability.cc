@@ -2,6 +2,7 @@
 // flushes, checkpoints, restore and value snapshots for the change stream.
 // See embedding/internal/rocksdb_embedding_store.h.
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "embedding/internal/rocksdb_embedding_store.h"
@@ -44,9 +45,14 @@ absl::Status RocksDbEmbeddingStore::FlushLocked() {
 }
 
 absl::Status RocksDbEmbeddingStore::WriteCutLocked(FlushCut& cut) {
+  // The push log's segments before the cut hold only rows now in RocksDB.
+  const auto drop_logged = [&] {
+    if (push_log_ == nullptr || cut.log_segment == 0) return absl::OkStatus();
+    return push_log_->DeleteBefore(cut.log_segment);
+  };
   if (cut.write.Count() == 0) {
     unwritten_rows_.store(0, std::memory_order_relaxed);
-    return absl::OkStatus();
+    return drop_logged();
   }
   absl::Status written = CheckOpenLocked();
   if (written.ok()) written = WriteLocked(cut.write, /*sync=*/true);
@@ -56,7 +62,7 @@ absl::Status RocksDbEmbeddingStore::WriteCutLocked(FlushCut& cut) {
           << "flush works again: " << cut.num_rows << " rows written";
     }
     unwritten_rows_.store(0, std::memory_order_relaxed);
-    return absl::OkStatus();
+    return drop_logged();
   }
   // Memory holds the only copy of these rows: they are written again by
   // the next flush (with whatever pushes changed since), and nothing may
@@ -79,7 +85,16 @@ absl::Status RocksDbEmbeddingStore::WriteCutLocked(FlushCut& cut) {
 }
 
 void RocksDbEmbeddingStore::CollectDirtyLocked(FlushCut& cut) {
-  if (!db_ || options_.durability != Durability::kPeriodic) return;
+  if (!db_ || !BuffersPushes()) return;
+  // Pushes are excluded: every record in the segments before this one is
+  // in the rows the cut takes.
+  if (push_log_ != nullptr) cut.log_segment = push_log_->Rotate();
+  // Read before tables_mu_, which pushes take after push_order_mu_.
+  ReplicationPosition replication;
+  if (push_log_ != nullptr) {
+    absl::MutexLock order_lock(&push_order_mu_);
+    replication = logged_replication_;
+  }
   rocksdb::ColumnFamilyHandle* const values = handles_[1];
   rocksdb::ColumnFamilyHandle* const states = handles_[2];
   absl::ReaderMutexLock lock(&tables_mu_);
@@ -113,6 +128,102 @@ void RocksDbEmbeddingStore::CollectDirtyLocked(FlushCut& cut) {
     cut.write.Put(handles_[0], absl::StrCat(kClientPrefix, client), window);
     cut.clients.push_back(std::move(client));
   }
+  if (replication.sequence > 0 && cut.write.Count() > 0) {
+    cut.write.Put(handles_[0], kReplicationPositionKey,
+                  EncodeReplicationPosition(replication));
+  }
+}
+
+absl::Status RocksDbEmbeddingStore::StartPushLogLocked() {
+  rocksdb::Env* env = options_.rocksdb_env != nullptr ? options_.rocksdb_env
+                                                      : rocksdb::Env::Default();
+  const std::string dir = absl::StrCat(options_.data_dir, "/push_log");
+  push_log_ = std::make_unique<PushLog>(env, dir);
+  STRATA_RETURN_IF_ERROR(push_log_->Start());
+  ReplicationPosition replication;
+  {
+    absl::StatusOr<ReplicationPosition> stored =
+        ReadReplicationPositionLocked();
+    if (stored.ok()) replication = *stored;
+    absl::MutexLock order_lock(&push_order_mu_);
+    logged_replication_ = replication;
+  }
+  if (push_log_->empty()) return absl::OkStatus();
+  // The last process died with pushes in the log: their rows come back
+  // into memory in log order (the last record of a key carries its latest
+  // row), dirty, with their push windows claimed again. The flush below
+  // writes them and deletes the segments; on a disk opened read-only it
+  // fails, and the segments stay until a flush works.
+  absl::flat_hash_map<TableId, EmbeddingTable*> tables;
+  {
+    absl::ReaderMutexLock lock(&tables_mu_);
+    for (auto& [name, table] : tables_) tables[table->id()] = table.get();
+  }
+  uint64_t records = 0, rows = 0;
+  absl::Status replayed = PushLog::Replay(
+      env, dir, [&](const PushLogRecord& record) -> absl::Status {
+        for (const PushLogRows& logged : record.tables) {
+          auto it = tables.find(logged.table);
+          if (it == tables.end()) {
+            return absl::DataLossError(
+                absl::StrCat("the push log holds rows of table id ",
+                             logged.table, ", which the store does not have"));
+          }
+          EmbeddingTable& table = *it->second;
+          const size_t width = size_t{logged.dim} + logged.state_dim;
+          if (logged.dim != table.dim() ||
+              logged.state_dim != table.state_dim()) {
+            return absl::DataLossError(absl::StrCat(
+                "the push log's rows of table '", table.config().name,
+                "' have ", width, " floats, the table's ",
+                table.dim() + table.state_dim()));
+          }
+          if (table.has_memory_budget()) {
+            // A row past the budget would not be kept in memory, and it
+            // is not on disk yet.
+            return absl::FailedPreconditionError(absl::StrCat(
+                "table '", table.config().name,
+                "' now has a memory budget, and the push log holds rows of "
+                "it: restart once without the budget, so that they are "
+                "written"));
+          }
+          for (size_t k = 0; k < logged.keys.size(); ++k) {
+            const float* row = logged.rows + k * width;
+            table.PutRow(logged.keys[k], row, row + logged.dim);
+          }
+          table.MarkDirty(logged.keys);
+          rows += logged.keys.size();
+        }
+        if (!record.client_id.empty()) {
+          deduplicator_.Claim(record.client_id, record.client_sequence);
+        }
+        if (record.replication.sequence > 0) {
+          replication = record.replication;
+        }
+        ++records;
+        return absl::OkStatus();
+      });
+  if (!replayed.ok()) {
+    return absl::Status(
+        replayed.code(),
+        absl::StrCat("cannot replay the push log in ", dir,
+                     " (pushes acknowledged before the last stop): ",
+                     replayed.message()));
+  }
+  {
+    absl::MutexLock order_lock(&push_order_mu_);
+    logged_replication_ = replication;
+  }
+  STRATA_LOG(INFO, "store")
+      << "replayed the push log: " << records << " pushes, " << rows << " rows";
+  absl::Status flushed = FlushLocked();
+  if (!flushed.ok()) {
+    STRATA_LOG(WARNING, "store")
+        << "the replayed pushes stay in memory and in the push log until a "
+           "flush works: "
+        << flushed;
+  }
+  return absl::OkStatus();
 }
 
 void RocksDbEmbeddingStore::FlushLoop() {
@@ -272,6 +383,14 @@ absl::StatusOr<CheckpointInfo> RocksDbEmbeddingStore::Restore(
   // and deltas build on the restored checkpoint.
   change_log_.StartNewIncarnation();
   changed_rows_.Restart(info.checkpoint_id);
+  if (push_log_ != nullptr) {
+    // The push log was emptied by the flush above; the position is the
+    // checkpoint's.
+    STRATA_ASSIGN_OR_RETURN(const ReplicationPosition restored,
+                            ReadReplicationPositionLocked());
+    absl::MutexLock order_lock(&push_order_mu_);
+    logged_replication_ = restored;
+  }
   STRATA_RETURN_IF_ERROR(files_.FinishSwap());
   info.num_rows = TotalRows();
   STRATA_LOG(INFO, "store")

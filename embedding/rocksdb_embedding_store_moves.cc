@@ -221,6 +221,10 @@ absl::Status RocksDbEmbeddingStore::WriteRows(const RowBlock& rows) {
   absl::MutexLock commit_lock(&commit_mu_);
   STRATA_RETURN_IF_ERROR(RecoverWritesLocked());
   STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  // kGroup: the push log may hold older rows of these keys (a bucket that
+  // left and came back), which a replay would put over them; a flush
+  // empties it first.
+  if (push_log_ != nullptr) STRATA_RETURN_IF_ERROR(FlushLocked());
   absl::ReaderMutexLock lock(&tables_mu_);
   EmbeddingTable* table = FindTable(rows.table);
   if (table == nullptr) {

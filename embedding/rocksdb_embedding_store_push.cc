@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -138,6 +139,11 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradients(
   if (options_.durability == Durability::kPeriodic) {
     return ApplyGradientsConcurrently(batches, id);
   }
+  if (options_.durability == Durability::kGroup) {
+    STRATA_ASSIGN_OR_RETURN(std::optional<bool> logged,
+                            ApplyGradientsToLog(batches, id));
+    if (logged.has_value()) return *logged;
+  }
   uint64_t sequence = 0;
   STRATA_ASSIGN_OR_RETURN(const bool duplicate,
                           ApplyGradientsSerially(batches, id, &sequence));
@@ -223,6 +229,15 @@ absl::Status RocksDbEmbeddingStore::CheckWritableLocked() {
                      " rows wait to be written, over the bound of ",
                      options_.max_unwritten_rows, " (", last_error(), ")"));
   }
+  if (push_log_ != nullptr &&
+      push_log_->bytes() > options_.max_push_log_bytes) {
+    return absl::UnavailableError(absl::StrCat(
+        "pushes are refused while flushes fail: the push log holds ",
+        push_log_->bytes(),
+        " bytes not yet written to the store, over the "
+        "bound of ",
+        options_.max_push_log_bytes, " (", last_error(), ")"));
+  }
   return absl::OkStatus();
 }
 
@@ -283,6 +298,21 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsConcurrently(
   return false;
 }
 
+absl::StatusOr<std::optional<bool>> RocksDbEmbeddingStore::ApplyGradientsToLog(
+    absl::Span<const GradientBatch> batches, const PushId& id) {
+  if (needs_recovery_.load()) {
+    absl::MutexLock lock(&commit_mu_);
+    STRATA_RETURN_IF_ERROR(RecoverWritesLocked());
+  }
+  // Shared: a flush writes its cut to RocksDB while pushes go on (it cuts
+  // with the lock held exclusively, between two pushes).
+  absl::ReaderMutexLock commit_lock(&commit_mu_);
+  if (!LogsPushesLocked()) return std::nullopt;
+  absl::MutexLock order_lock(&push_order_mu_);
+  uint64_t sequence = 0;
+  return StageAndCommitLocked(batches, id, /*logged=*/true, &sequence);
+}
+
 absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsSerially(
     absl::Span<const GradientBatch> batches, const PushId& id,
     uint64_t* sequence) {
@@ -290,6 +320,13 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsSerially(
   // a push's rows are staged, written and committed with nothing between.
   absl::MutexLock commit_lock(&commit_mu_);
   STRATA_RETURN_IF_ERROR(RecoverWritesLocked());
+  absl::MutexLock order_lock(&push_order_mu_);
+  return StageAndCommitLocked(batches, id, /*logged=*/false, sequence);
+}
+
+absl::StatusOr<bool> RocksDbEmbeddingStore::StageAndCommitLocked(
+    absl::Span<const GradientBatch> batches, const PushId& id, bool logged,
+    uint64_t* sequence) {
   STRATA_RETURN_IF_ERROR(CheckWritableLocked());
   STRATA_ASSIGN_OR_RETURN(std::vector<EmbeddingTable*> tables,
                           FindPushTablesLocked(batches));
@@ -304,14 +341,68 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsSerially(
   }
   // The new rows are computed aside and written first: a push whose write
   // fails reaches neither memory, nor the change stream, nor the window.
-  std::vector<EmbeddingTable::StagedRows> staged(batches.size());
-  rocksdb::WriteBatch write;
+  // The buffers are kept from push to push (a push of 8192 rows of
+  // 64 + 64 floats stages 4 MiB; fresh, its pages faulted in every time).
+  std::vector<EmbeddingTable::StagedRows>& staged = staged_scratch_;
+  if (staged.size() < batches.size()) staged.resize(batches.size());
+  for (EmbeddingTable::StagedRows& rows : staged) {
+    // What an unusually large push left is not kept.
+    constexpr size_t kMaxKeptFloats = size_t{16} << 20;  // 64 MiB
+    if (rows.rows.capacity() > kMaxKeptFloats) rows = {};
+  }
   for (size_t b = 0; b < batches.size(); ++b) {
     absl::Status load_error = absl::OkStatus();
     absl::Status s = tables[b]->StageGradients(
         batches[b].keys, batches[b].gradients.data(), batches[b].global_step,
         ColdRowLoaderLocked(*tables[b], &load_error), &staged[b]);
     if (!s.ok()) return load_error.ok() ? s : load_error;
+  }
+  // kGroup: the rows go to the push log, and to RocksDB with the next
+  // flush, once however often they were pushed meanwhile.
+  const auto staged_now = absl::MakeConstSpan(staged.data(), batches.size());
+  STRATA_RETURN_IF_ERROR(logged ? AppendToPushLogLocked(tables, staged_now, id)
+                                : WriteStagedLocked(tables, staged_now, id));
+  for (size_t b = 0; b < batches.size(); ++b) {
+    tables[b]->CommitStaged(staged[b], /*track_dirty=*/logged);
+  }
+  if (deduplicated && logged) {
+    deduplicator_.Claim(id.client_id, id.sequence);  // the flush writes it
+  } else if (deduplicated) {
+    deduplicator_.ClaimPersisted(id.client_id, id.sequence);
+  }
+  if (push_log_ != nullptr && id.replication.sequence > 0) {
+    logged_replication_ = id.replication;
+  }
+  *sequence = change_log_.Append([&](ChangeRecord& change) {
+    if (!change.followed) {
+      // No follower has read the log: the record's rows would be a copy of
+      // every updated value that nothing reads.
+      change.rows_left_out = true;
+      return;
+    }
+    change.rows.resize(batches.size());
+    for (size_t b = 0; b < batches.size(); ++b) {
+      ChangedRows& rows = change.rows[b];
+      const uint32_t dim = tables[b]->dim();
+      const size_t width = dim + tables[b]->state_dim();
+      rows.table = std::string(batches[b].table);
+      rows.dim = dim;
+      rows.keys = staged_now[b].keys;
+      rows.values.resize(rows.keys.size() * dim);
+      for (size_t k = 0; k < rows.keys.size(); ++k) {
+        std::memcpy(rows.values.data() + k * dim,
+                    staged_now[b].rows.data() + k * width, dim * sizeof(float));
+      }
+    }
+  });
+  return false;
+}
+
+absl::Status RocksDbEmbeddingStore::WriteStagedLocked(
+    absl::Span<EmbeddingTable* const> tables,
+    absl::Span<const EmbeddingTable::StagedRows> staged, const PushId& id) {
+  rocksdb::WriteBatch write;
+  for (size_t b = 0; b < tables.size(); ++b) {
     const TableId table_id = tables[b]->id();
     const uint32_t dim = tables[b]->dim(), state_dim = tables[b]->state_dim();
     const std::vector<FeatureId>& keys = staged[b].keys;
@@ -330,7 +421,7 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsSerially(
       }
     }
   }
-  if (deduplicated) {
+  if (!id.client_id.empty() && id.sequence > 0) {
     write.Put(handles_[0], absl::StrCat(kClientPrefix, id.client_id),
               deduplicator_.SerializeWindowWith(id.client_id, id.sequence));
   }
@@ -338,28 +429,34 @@ absl::StatusOr<bool> RocksDbEmbeddingStore::ApplyGradientsSerially(
     write.Put(handles_[0], kReplicationPositionKey,
               EncodeReplicationPosition(id.replication));
   }
-  STRATA_RETURN_IF_ERROR(WriteLocked(write, /*sync=*/false));
-  for (size_t b = 0; b < batches.size(); ++b) {
-    tables[b]->CommitStaged(staged[b]);
+  return WriteLocked(write, /*sync=*/false);
+}
+
+absl::Status RocksDbEmbeddingStore::AppendToPushLogLocked(
+    absl::Span<EmbeddingTable* const> tables,
+    absl::Span<const EmbeddingTable::StagedRows> staged, const PushId& id) {
+  PushLogRecord record;
+  if (!id.client_id.empty() && id.sequence > 0) {
+    record.client_id = id.client_id;
+    record.client_sequence = id.sequence;
   }
-  if (deduplicated) deduplicator_.ClaimPersisted(id.client_id, id.sequence);
-  *sequence = change_log_.Append([&](ChangeRecord& change) {
-    change.rows.resize(batches.size());
-    for (size_t b = 0; b < batches.size(); ++b) {
-      ChangedRows& rows = change.rows[b];
-      const uint32_t dim = tables[b]->dim();
-      const size_t width = dim + tables[b]->state_dim();
-      rows.table = std::string(batches[b].table);
-      rows.dim = dim;
-      rows.keys = std::move(staged[b].keys);
-      rows.values.resize(rows.keys.size() * dim);
-      for (size_t k = 0; k < rows.keys.size(); ++k) {
-        std::memcpy(rows.values.data() + k * dim,
-                    staged[b].rows.data() + k * width, dim * sizeof(float));
-      }
-    }
-  });
-  return false;
+  record.replication = id.replication;
+  for (size_t b = 0; b < tables.size(); ++b) {
+    PushLogRows rows;
+    rows.table = tables[b]->id();
+    rows.dim = tables[b]->dim();
+    rows.state_dim = tables[b]->state_dim();
+    rows.keys = staged[b].keys;
+    rows.rows = staged[b].rows.data();
+    record.tables.push_back(rows);
+  }
+  absl::Status appended = push_log_->Append(record);
+  if (!appended.ok()) {
+    NoteWriteError(appended);
+    return appended;
+  }
+  NoteWriteWorked();
+  return absl::OkStatus();
 }
 
 std::string EncodeReplicationPosition(const ReplicationPosition& position) {
@@ -374,6 +471,16 @@ absl::StatusOr<ReplicationPosition>
 RocksDbEmbeddingStore::ReadReplicationPosition() {
   absl::ReaderMutexLock lock(&commit_mu_);
   STRATA_RETURN_IF_ERROR(CheckOpenLocked());
+  // kGroup: RocksDB has it as of the last flush, the push log since.
+  if (push_log_ != nullptr) {
+    absl::MutexLock order_lock(&push_order_mu_);
+    return logged_replication_;
+  }
+  return ReadReplicationPositionLocked();
+}
+
+absl::StatusOr<ReplicationPosition>
+RocksDbEmbeddingStore::ReadReplicationPositionLocked() {
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), handles_[0],
                                kReplicationPositionKey, &value);
@@ -401,7 +508,13 @@ absl::Status RocksDbEmbeddingStore::RecordReplicationPosition(
   rocksdb::WriteBatch write;
   write.Put(handles_[0], kReplicationPositionKey,
             EncodeReplicationPosition(position));
-  return WriteLocked(write, options_.durability == Durability::kSync);
+  STRATA_RETURN_IF_ERROR(
+      WriteLocked(write, options_.durability == Durability::kSync));
+  if (push_log_ != nullptr) {
+    absl::MutexLock order_lock(&push_order_mu_);
+    logged_replication_ = position;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace embedding_internal

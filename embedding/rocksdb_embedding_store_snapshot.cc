@@ -4,7 +4,8 @@
 //
 // In kSync and kGroup modes every push writes its rows to RocksDB before it
 // reaches memory or the change log, so RocksDB at that sequence holds what
-// memory held; in kPeriodic mode the dirty rows are written first.
+// memory held; in kPeriodic and kGroup mode the dirty rows are written
+// first.
 
 #include <algorithm>
 #include <cstring>
@@ -59,12 +60,12 @@ class RocksDbValueSnapshotReader final : public ValueSnapshotReader {
 
 absl::StatusOr<std::unique_ptr<ValueSnapshotReader>>
 RocksDbEmbeddingStore::OpenValueSnapshot(absl::Span<const std::string> names) {
-  // flush_mu_ first (lock order), for the kPeriodic write of dirty rows.
+  // flush_mu_ first (lock order), for the write of dirty rows.
   absl::MutexLock flush_lock(&flush_mu_);
   // Exclusive: no push is between applying its rows and logging them.
   absl::MutexLock commit_lock(&commit_mu_);
   STRATA_RETURN_IF_ERROR(CheckOpenLocked());
-  if (options_.durability == Durability::kPeriodic) {
+  if (BuffersPushes()) {
     STRATA_RETURN_IF_ERROR(FlushLocked());
   }
   if (options_.durability == Durability::kSync) {

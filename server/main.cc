@@ -59,13 +59,16 @@ ABSL_FLAG(int, request_thread_nice, 0,
           "shard's cores and a lower priority would slow their steps.");
 ABSL_FLAG(std::string, durability, "group",
           "What an acknowledged push survives. 'sync': fsynced before the "
-          "acknowledgement, survives kill -9 and power loss. 'group': written "
-          "to the log before the acknowledgement, survives kill -9 of the "
-          "process but not power loss. 'periodic': rows written every "
+          "acknowledgement, survives kill -9 and power loss. 'group': its "
+          "rows appended to the shard's push log (<data_dir>/push_log) "
+          "before the acknowledgement, survives kill -9 of the process but "
+          "not power loss; the rows reach the store's files with the flush "
+          "every --flush_interval_ms. 'periodic': rows written every "
           "--flush_interval_ms, a crash loses at most that interval of pushes "
           "(never applying one twice).");
 ABSL_FLAG(int, flush_interval_ms, 1000,
-          "With --durability=periodic: how often updated rows are written.");
+          "With --durability=periodic or group: how often updated rows are "
+          "written (synced; under group the push log is then emptied).");
 ABSL_FLAG(int64_t, push_window_ttl_s, 3600,
           "A client's push window (what makes a retried push apply once) is "
           "forgotten after this many seconds without a push from it; a retry "
@@ -89,10 +92,14 @@ ABSL_FLAG(bool, auth_reads, false,
           "too (without it they stay open, so rows and table configs can be "
           "read by anyone who reaches the port). Health stays open.");
 ABSL_FLAG(int64_t, max_unwritten_rows, int64_t{1} << 22,
-          "With --durability=periodic: while flushes fail (a full or "
+          "With --durability=periodic or group: while flushes fail (a full or "
           "failing disk), the rows they could not write stay in memory and "
           "are written again every flush interval; past this many, pushes "
           "are refused with UNAVAILABLE until a flush works.");
+ABSL_FLAG(int64_t, max_push_log_mb, 8192,
+          "With --durability=group: while flushes fail, the push log keeps "
+          "every push since the last flush that worked; past this many MiB "
+          "pushes are refused with UNAVAILABLE until a flush works.");
 ABSL_FLAG(int64_t, max_keys_per_request, 262144,
           "Largest number of keys one Pull or Push may carry.");
 ABSL_FLAG(bool, shared_memory_answers, true,
@@ -333,9 +340,13 @@ void AddStorageMetrics(const StorageStats& stats, MetricFamilies* families) {
       {"strata_store_block_cache_bytes", "Bytes of the block cache in use.",
        stats.block_cache_bytes},
       {"strata_store_unwritten_rows",
-       "Rows a failed flush left in memory to write again (periodic "
-       "durability); 0 once a flush works.",
+       "Rows a failed flush left in memory to write again (periodic and "
+       "group durability); 0 once a flush works.",
        stats.unwritten_rows},
+      {"strata_store_push_log_bytes",
+       "Bytes of acknowledged pushes in the push log, not yet flushed to "
+       "the store's files (group durability).",
+       stats.push_log_bytes},
       {"strata_store_write_failing",
        "1 while the last write to the store failed.",
        stats.write_error.empty() ? 0u : 1u},
@@ -484,6 +495,10 @@ int Run() {
   if (absl::GetFlag(FLAGS_max_unwritten_rows) < 1) {
     return UsageError("--max_unwritten_rows must be >= 1");
   }
+  if (absl::GetFlag(FLAGS_max_push_log_mb) < 1 ||
+      absl::GetFlag(FLAGS_max_push_log_mb) > (int64_t{1} << 30)) {
+    return UsageError("--max_push_log_mb must be between 1 and 2^30");
+  }
   if (absl::GetFlag(FLAGS_block_cache_mb) < 1) {
     return UsageError("--block_cache_mb must be >= 1");
   }
@@ -521,6 +536,8 @@ int Run() {
       static_cast<size_t>(absl::GetFlag(FLAGS_max_push_windows));
   store_options.max_unwritten_rows =
       static_cast<uint64_t>(absl::GetFlag(FLAGS_max_unwritten_rows));
+  store_options.max_push_log_bytes =
+      static_cast<uint64_t>(absl::GetFlag(FLAGS_max_push_log_mb)) << 20;
   store_options.block_cache_bytes =
       static_cast<size_t>(absl::GetFlag(FLAGS_block_cache_mb)) << 20;
   store_options.write_buffer_bytes =

@@ -3,6 +3,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -19,6 +20,7 @@
 #include "embedding/embedding_table.h"
 #include "embedding/internal/checkpoint_delta.h"
 #include "embedding/internal/push_deduplicator.h"
+#include "embedding/internal/push_log.h"
 #include "embedding/internal/rocksdb_files.h"
 #include "rocksdb/db.h"
 #include "rocksdb/write_batch.h"
@@ -80,7 +82,10 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
     absl::MutexLock lock(&commit_mu_);
     STRATA_RETURN_IF_ERROR(files_.Prepare());
     STRATA_RETURN_IF_ERROR(OpenDbLocked());
-    if (options_.durability == Durability::kPeriodic) {
+    if (options_.durability == Durability::kGroup) {
+      STRATA_RETURN_IF_ERROR(StartPushLogLocked());
+    }
+    if (BuffersPushes()) {
       flusher_ = std::thread([this] { FlushLoop(); });
     }
     if (options_.eviction_interval > absl::ZeroDuration()) {
@@ -156,7 +161,31 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
         "the store is closed: it could not be reopened (after a restore or "
         "a failed write)");
   }
-  // Writes the rows updated since the last flush (kPeriodic).
+  // Whether pushes reach RocksDB only through the flush of dirty rows:
+  // kPeriodic, and kGroup, whose pushes go to the push log first.
+  bool BuffersPushes() const {
+    return options_.durability != Durability::kSync;
+  }
+  // kGroup pushes go to the push log, unless a table has a memory budget:
+  // then rows must be on disk before they can leave memory, so pushes are
+  // written through to RocksDB, as before the log.
+  bool LogsPushesLocked() const ABSL_SHARED_LOCKS_REQUIRED(commit_mu_) {
+    return push_log_ != nullptr && !skiplist_memtables_;
+  }
+  // kGroup: opens the push log and, when a process died with pushes in it,
+  // writes them to RocksDB, reloads the tables, and flushes (which deletes
+  // the replayed segments).
+  absl::Status StartPushLogLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // kGroup: appends a staged push to the push log.
+  absl::Status AppendToPushLogLocked(
+      absl::Span<EmbeddingTable* const> tables,
+      absl::Span<const EmbeddingTable::StagedRows> staged, const PushId& id)
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_)
+          ABSL_EXCLUSIVE_LOCKS_REQUIRED(push_order_mu_);
+  // What RocksDB holds as the last replicated push's position.
+  absl::StatusOr<ReplicationPosition> ReadReplicationPositionLocked()
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
+  // Writes the rows updated since the last flush (kPeriodic, kGroup).
   absl::Status FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // What a flush takes from memory to write: the rows and push windows
   // updated since the last flush, with what it needs to give them back
@@ -166,6 +195,9 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
     std::vector<std::pair<EmbeddingTable*, std::vector<FeatureId>>> rows;
     std::vector<std::string> clients;
     uint64_t num_rows = 0;
+    // kGroup: the push log's first segment after the cut; those before it
+    // are deleted once the cut is written.
+    uint64_t log_segment = 0;
   };
   void CollectDirtyLocked(FlushCut& cut)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
@@ -178,6 +210,8 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::Status WriteLocked(rocksdb::WriteBatch& batch, bool sync)
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   void NoteWriteError(const absl::Status& error);
+  // A write worked: the last error is no longer the store's state.
+  void NoteWriteWorked();
   // kSync: makes the change `through` durable and visible (0: every change
   // appended so far). Returns at once when a later fsync already covered
   // it; otherwise fsyncs the log, then publishes every change appended
@@ -197,6 +231,25 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   absl::StatusOr<bool> ApplyGradientsSerially(
       absl::Span<const GradientBatch> batches, const PushId& id,
       uint64_t* sequence);
+  // kGroup with the push log: like ApplyGradientsSerially, but holding
+  // commit_mu_ shared (and push_order_mu_), so that a flush's write does
+  // not stop pushes. nullopt when the store writes pushes through instead
+  // (LogsPushesLocked).
+  absl::StatusOr<std::optional<bool>> ApplyGradientsToLog(
+      absl::Span<const GradientBatch> batches, const PushId& id);
+  // The body of both: stages the push, writes it (to the push log when
+  // `logged`, else to RocksDB), and commits it to memory, the push window
+  // and the change log.
+  absl::StatusOr<bool> StageAndCommitLocked(
+      absl::Span<const GradientBatch> batches, const PushId& id, bool logged,
+      uint64_t* sequence) ABSL_SHARED_LOCKS_REQUIRED(commit_mu_)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(push_order_mu_);
+  // kSync, and replay: writes a staged push's rows, its push window and
+  // its replication position to RocksDB (not synced).
+  absl::Status WriteStagedLocked(
+      absl::Span<EmbeddingTable* const> tables,
+      absl::Span<const EmbeddingTable::StagedRows> staged, const PushId& id)
+      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
   absl::StatusOr<bool> ApplyGradientsConcurrently(
       absl::Span<const GradientBatch> batches, const PushId& id);
   // The table of each batch, after checking the batch (known table,
@@ -299,6 +352,12 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   // writes back a row deleted after its cut.
   absl::Mutex flush_mu_ ABSL_ACQUIRED_BEFORE(commit_mu_);
   absl::Mutex commit_mu_;
+  // Held by every kSync and kGroup push while it stages, writes and
+  // commits, so that pushes reach the log(s) and memory in one order: under
+  // commit_mu_ held exclusively (kSync, and kGroup writing through) or
+  // shared (kGroup with the push log, so that a flush's write runs beside
+  // pushes).
+  absl::Mutex push_order_mu_ ABSL_ACQUIRED_AFTER(commit_mu_);
   // kSync's fsyncs of the log, one at a time; taken under commit_mu_.
   absl::Mutex sync_mu_ ABSL_ACQUIRED_AFTER(commit_mu_);
   std::unique_ptr<rocksdb::DB> db_ ABSL_GUARDED_BY(commit_mu_);
@@ -342,6 +401,17 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
       ABSL_GUARDED_BY(snapshot_readers_mu_);
 
   PushDeduplicator deduplicator_;
+  // kGroup: each push's rows, appended before it is acknowledged (null in
+  // the other modes). Appends hold commit_mu_ exclusively, as group pushes
+  // do, so the log's order is the order rows changed in.
+  std::unique_ptr<PushLog> push_log_;
+  // kSync and kGroup: the staging buffers of pushes, which hold commit_mu_
+  // exclusively, reused.
+  std::vector<EmbeddingTable::StagedRows> staged_scratch_
+      ABSL_GUARDED_BY(push_order_mu_);
+  // kGroup: the position of the last replicated push applied, written to
+  // RocksDB by each flush (the push log holds it until then).
+  ReplicationPosition logged_replication_ ABSL_GUARDED_BY(push_order_mu_);
   // Rows written since the last checkpoint, for incremental checkpoints.
   ChangedRowTracker changed_rows_;
   ChangeLog change_log_;

@@ -319,6 +319,29 @@ INSTANTIATE_TEST_SUITE_P(SyncAndGroup, SerialStoreFaultTest,
                            return std::string(DurabilityName(info.param));
                          });
 
+TEST_F(StoreFaultTest, GroupPushesWaitInThePushLogUntilAFlushWritesThem) {
+  ASSERT_THAT(Open(Durability::kGroup), IsOk());
+  ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());
+  const std::vector<FeatureId> keys = Keys(1, 10);
+  ASSERT_THAT(Push(keys, 1.0f, {"trainer", 1}), IsOk());
+  const std::vector<float> pushed = Pull(keys);
+  EXPECT_GE(store_->GetStorageStats().push_log_bytes,
+            keys.size() * (sizeof(FeatureId) + kDim * sizeof(float)));
+
+  // A flush that fails keeps the log; one that works empties it.
+  faults_->FailWrites(0, /*no_space=*/false);
+  EXPECT_THAT(store_->Flush(), Not(IsOk()));
+  EXPECT_GT(store_->GetStorageStats().push_log_bytes, 0u);
+  EXPECT_GT(store_->GetStorageStats().unwritten_rows, 0u);
+  faults_->Heal();
+  ASSERT_TRUE(FlushSucceedsSoon());
+  EXPECT_EQ(store_->GetStorageStats().push_log_bytes, 0u);
+  EXPECT_EQ(store_->GetStorageStats().unwritten_rows, 0u);
+  ASSERT_THAT(Open(Durability::kGroup), IsOk());
+  EXPECT_EQ(Pull(keys), pushed);
+  EXPECT_THAT(Push(keys, 1.0f, {"trainer", 1}), IsOkAndHolds(true));
+}
+
 TEST_F(StoreFaultTest, ClientIdOverTheLimitIsRefused) {
   ASSERT_THAT(Open(Durability::kGroup), IsOk());
   ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());
