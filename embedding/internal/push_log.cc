@@ -317,7 +317,9 @@ absl::Status PushLog::Replay(rocksdb::Env* env, const std::string& dir,
         torn("its payload is longer than what follows");
         break;
       }
-      buffer.resize((length + 7) / 8);
+      // At least a word: an empty payload (refused below) still gets a
+      // buffer to point at.
+      buffer.resize(std::max<uint64_t>(1, (length + 7) / 8));
       char* payload = reinterpret_cast<char*>(buffer.data());
       s = file->Read(length, &read, payload);
       if (!s.ok() || read.size() != length) {

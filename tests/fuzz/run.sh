@@ -21,7 +21,7 @@ mkdir -p "$out"
 cxx="${STRATA_FUZZ_CXX:-clang++-14}"
 flags=(-std=c++17 -g -O1 -fsanitize=fuzzer,address,undefined
        -fno-sanitize-recover=undefined -I"$root" -I"$build_dir/proto/gen")
-grpc_libs="$(pkg-config --libs grpc++ protobuf) -lyaml-cpp"
+grpc_libs="$(pkg-config --libs grpc++ protobuf) -lyaml-cpp -lrocksdb"
 
 # name: sources
 declare -A targets=(
@@ -29,6 +29,7 @@ declare -A targets=(
   [cluster_file_fuzzer]="tests/fuzz/cluster_file_fuzzer.cc common/cluster_file.cc"
   [checkpoint_manifest_fuzzer]="tests/fuzz/checkpoint_manifest_fuzzer.cc embedding/internal/checkpoint_manifest.cc"
   [model_config_fuzzer]="tests/fuzz/model_config_fuzzer.cc worker/training/feature_tables.cc BUILD/proto/gen/proto/strata.pb.cc"
+  [push_log_fuzzer]="tests/fuzz/push_log_fuzzer.cc embedding/internal/push_log.cc common/crc32c.cc common/logging.cc"
   [table_config_fuzzer]="tests/fuzz/table_config_fuzzer.cc server/table_config_proto.cc embedding/table_config.cc BUILD/proto/gen/proto/strata.pb.cc"
 )
 
