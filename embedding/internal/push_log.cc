@@ -104,6 +104,14 @@ absl::Status ParsePayload(absl::string_view payload, PushLogRecord* record) {
   return absl::OkStatus();
 }
 
+// The path of segment `number` in `dir`.
+std::string SegmentPath(const std::string& dir, uint64_t number) {
+  char name[48];
+  std::snprintf(name, sizeof(name), "%s%020" PRIu64 "%s", kSegmentPrefix,
+                number, kSegmentSuffix);
+  return absl::StrCat(dir, "/", name);
+}
+
 }  // namespace
 
 PushLog::PushLog(rocksdb::Env* env, std::string dir)
@@ -112,13 +120,6 @@ PushLog::PushLog(rocksdb::Env* env, std::string dir)
 PushLog::~PushLog() {
   absl::MutexLock lock(&mu_);
   if (file_ != nullptr) file_->Close().PermitUncheckedError();
-}
-
-std::string PushLog::SegmentPath(uint64_t number) const {
-  char name[48];
-  std::snprintf(name, sizeof(name), "%s%020" PRIu64 "%s", kSegmentPrefix,
-                number, kSegmentSuffix);
-  return absl::StrCat(dir_, "/", name);
 }
 
 absl::StatusOr<std::vector<uint64_t>> PushLog::ListSegments(
@@ -149,7 +150,7 @@ absl::Status PushLog::Start() {
   segments_.clear();
   for (uint64_t number : numbers) {
     uint64_t size = 0;
-    env_->GetFileSize(SegmentPath(number), &size).PermitUncheckedError();
+    env_->GetFileSize(SegmentPath(dir_, number), &size).PermitUncheckedError();
     segments_.push_back({number, size});
   }
   next_number_ = numbers.empty() ? 1 : numbers.back() + 1;
@@ -161,7 +162,7 @@ absl::Status PushLog::OpenSegmentLocked() {
   rocksdb::EnvOptions options;
   // Preallocated space would be zeros past the last record after a crash.
   options.allow_fallocate = false;
-  const std::string path = SegmentPath(number);
+  const std::string path = SegmentPath(dir_, number);
   rocksdb::Status s = env_->NewWritableFile(path, &file_, options);
   if (!s.ok()) {
     file_.reset();
@@ -224,7 +225,7 @@ absl::Status PushLog::WriteLocked(const PushLogRecord& record) {
   std::memcpy(head.data(), &kMagic, sizeof(uint32_t));
   std::memcpy(head.data() + 4, &length, sizeof(uint64_t));
   std::memcpy(head.data() + 12, &crc, sizeof(uint32_t));
-  const std::string path = SegmentPath(file_number_);
+  const std::string path = SegmentPath(dir_, file_number_);
   rocksdb::Status s = file_->Append(rocksdb::Slice(head));
   for (size_t i = 1; s.ok() && i < pieces.size(); ++i) {
     if (!pieces[i].empty()) s = file_->Append(pieces[i]);
@@ -249,7 +250,7 @@ uint64_t PushLog::Rotate() {
 absl::Status PushLog::DeleteBefore(uint64_t segment) {
   absl::MutexLock lock(&mu_);
   while (!segments_.empty() && segments_.front().number < segment) {
-    const std::string path = SegmentPath(segments_.front().number);
+    const std::string path = SegmentPath(dir_, segments_.front().number);
     rocksdb::Status s = env_->DeleteFile(path);
     if (!s.ok() && !s.IsNotFound()) return FileError(s, "deleting", path);
     segments_.erase(segments_.begin());
@@ -273,12 +274,11 @@ absl::Status PushLog::Replay(rocksdb::Env* env, const std::string& dir,
                              const RecordVisitor& visit) {
   STRATA_ASSIGN_OR_RETURN(std::vector<uint64_t> numbers,
                           ListSegments(env, dir));
-  PushLog names(env, dir);
   // 8-byte words: keys and rows in the payload are read in place.
   std::vector<uint64_t> buffer;
   PushLogRecord record;
   for (uint64_t number : numbers) {
-    const std::string path = names.SegmentPath(number);
+    const std::string path = SegmentPath(dir, number);
     uint64_t size = 0;
     rocksdb::Status s = env->GetFileSize(path, &size);
     std::unique_ptr<rocksdb::SequentialFile> file;

@@ -94,7 +94,6 @@ class PushLog {
   };
   static absl::StatusOr<std::vector<uint64_t>> ListSegments(
       rocksdb::Env* env, const std::string& dir);
-  std::string SegmentPath(uint64_t number) const;
   absl::Status OpenSegmentLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status WriteLocked(const PushLogRecord& record)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -173,8 +173,8 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
     return push_log_ != nullptr && !skiplist_memtables_;
   }
   // kGroup: opens the push log and, when a process died with pushes in it,
-  // writes them to RocksDB, reloads the tables, and flushes (which deletes
-  // the replayed segments).
+  // puts their rows back in memory as dirty rows, claims their push windows
+  // again, and flushes (which deletes the replayed segments).
   absl::Status StartPushLogLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
   // kGroup: appends a staged push to the push log.
   absl::Status AppendToPushLogLocked(
@@ -244,8 +244,8 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
       absl::Span<const GradientBatch> batches, const PushId& id, bool logged,
       uint64_t* sequence) ABSL_SHARED_LOCKS_REQUIRED(commit_mu_)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(push_order_mu_);
-  // kSync, and replay: writes a staged push's rows, its push window and
-  // its replication position to RocksDB (not synced).
+  // kSync, and kGroup writing through: writes a staged push's rows, its
+  // push window and its replication position to RocksDB (not synced).
   absl::Status WriteStagedLocked(
       absl::Span<EmbeddingTable* const> tables,
       absl::Span<const EmbeddingTable::StagedRows> staged, const PushId& id)
@@ -340,9 +340,11 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   const EmbeddingStoreOptions options_;
   RocksDbFiles files_;
 
-  // Pushes in kSync/kGroup mode hold it exclusively so that rows reach the
-  // log in the order they were updated; in kPeriodic mode they hold it shared
-  // and the flush holds it exclusively, to write a consistent cut. Checkpoint
+  // Pushes in kSync mode (and kGroup writing through) hold it exclusively
+  // so that rows reach the log in the order they were updated; in kPeriodic
+  // mode, and kGroup with the push log (ordered by push_order_mu_), they
+  // hold it shared and the flush holds it exclusively, to write a
+  // consistent cut. Checkpoint
   // and Restore hold it exclusively. Lock order: commit_mu_, tables_mu_,
   // stripe locks.
   // One eviction sweep at a time. Taken before flush_mu_.
@@ -402,11 +404,11 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
 
   PushDeduplicator deduplicator_;
   // kGroup: each push's rows, appended before it is acknowledged (null in
-  // the other modes). Appends hold commit_mu_ exclusively, as group pushes
-  // do, so the log's order is the order rows changed in.
+  // the other modes). Appends hold push_order_mu_, as the whole push does,
+  // so the log's order is the order rows changed in.
   std::unique_ptr<PushLog> push_log_;
-  // kSync and kGroup: the staging buffers of pushes, which hold commit_mu_
-  // exclusively, reused.
+  // kSync and kGroup: the staging buffers of pushes, reused from one push
+  // to the next (pushes hold push_order_mu_).
   std::vector<EmbeddingTable::StagedRows> staged_scratch_
       ABSL_GUARDED_BY(push_order_mu_);
   // kGroup: the position of the last replicated push applied, written to
