@@ -18,11 +18,11 @@
 #include "embedding/embedding_store.h"
 #include "embedding/internal/checkpoint_delta.h"
 #include "embedding/internal/rocksdb_files.h"
+#include "embedding/internal/sorted_runs_memtable.h"
 #include "embedding/rocksdb_logger.h"
 #include "embedding/storage_format.h"
 #include "embedding/table_config.h"
 #include "rocksdb/db.h"
-#include "rocksdb/memtablerep.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
 
@@ -65,9 +65,11 @@ class FamilyDb {
     options.create_missing_column_families = !read_only;
     if (!read_only) {
       // Rows arrive in batches and are read back only after the flush: an
-      // unsorted vector memtable makes each insert an append (a skip list
-      // spent a third of the time comparing keys), sorted once per flush.
-      options.memtable_factory.reset(new rocksdb::VectorRepFactory());
+      // unsorted memtable makes each insert an append (a skip list spent a
+      // third of the time comparing keys), put in order once per flush, by
+      // merging the runs in which the rows came.
+      options.memtable_factory =
+          std::make_shared<embedding_internal::SortedRunsMemTableFactory>();
       options.allow_concurrent_memtable_write = false;
       options.write_buffer_size = kWriteBufferBytes;
     }

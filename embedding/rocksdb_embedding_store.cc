@@ -7,16 +7,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "common/status_macros.h"
 #include "common/system_memory.h"
+#include "embedding/internal/sorted_runs_memtable.h"
 #include "embedding/rocksdb_logger.h"
 #include "embedding/storage_format.h"
 #include "rocksdb/cache.h"
 #include "rocksdb/filter_policy.h"
-#include "rocksdb/memtablerep.h"
 #include "rocksdb/table.h"
 
 namespace strata {
@@ -34,12 +35,14 @@ absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
   db_options.paranoid_checks = true;
   db_options.info_log = RocksDbLogger();
   if (options_.rocksdb_env != nullptr) db_options.env = options_.rocksdb_env;
-  // The store is written in large batches and read back only by iterators
-  // (recovery, checkpoints), never by point lookups: an unsorted vector
-  // memtable makes each insert an append instead of a skip-list search,
-  // which was most of a push's time in sync and group modes. (Its sort at a
-  // flush is cheaper for rows written in key order, as flushes and pushes
-  // write them.)
+  // The store is written in large batches and read back mostly by
+  // iterators (recovery, checkpoints), by point lookups only for bucket
+  // moves and small records: an unsorted memtable makes each insert an
+  // append instead of a skip-list search, which was most of a push's time
+  // in sync and group modes. (RocksDB's vector memtable sorts at a flush,
+  // needlessly for rows written in key order, as flushes and pushes
+  // write them: our memtable finds those runs as they come and merges them
+  // instead of sorting, see internal/sorted_runs_memtable.h.)
   // Tables with a memory budget read rows back one by one: they need the
   // skip list (sorted) and Bloom filters that spare disk reads for keys
   // never written.
@@ -53,7 +56,8 @@ absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
   db_options.table_factory.reset(
       rocksdb::NewBlockBasedTableFactory(table_options));
   if (!skiplist_memtables_) {
-    db_options.memtable_factory.reset(new rocksdb::VectorRepFactory());
+    db_options.memtable_factory =
+        std::make_shared<embedding_internal::SortedRunsMemTableFactory>();
     db_options.allow_concurrent_memtable_write = false;
   }
   db_options.write_buffer_size = options_.write_buffer_bytes;
