@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -458,6 +459,57 @@ TEST_F(ShardServiceTest, Fp16PushAppliesTheDecodedGradients) {
   const size_t offset = trained_.size() * kDim;
   for (size_t i = 0; i < gradients.size(); ++i) {
     EXPECT_EQ(after[i], rows_before_[offset + i] - gradients[i]) << i;
+  }
+}
+
+TEST_F(ShardServiceTest, EachPushIsReadAfreshWhateverThePushBeforeHeld) {
+  // Request threads parse into messages kept from call to call. Pushes that
+  // differ in everything (batches, encoding, client and sequence) follow one
+  // another, and each must apply exactly its own gradients: a field left
+  // from the push before would show as a duplicate not applied, an error,
+  // or a wrong row.
+  std::map<uint64_t, std::vector<float>> expected;
+  for (size_t k = 0; k < watched_.size(); ++k) {
+    expected[watched_[k]].assign(rows_before_.begin() + k * kDim,
+                                 rows_before_.begin() + (k + 1) * kDim);
+  }
+  const auto apply = [&](const std::vector<uint64_t>& keys, float gradient) {
+    for (uint64_t key : keys) {
+      for (float& value : expected[key]) value -= gradient;  // SGD, rate 1
+    }
+  };
+  for (int round = 0; round < 12; ++round) {
+    SCOPED_TRACE(absl::StrCat("round ", round));
+    v1::PushRequest both;  // two batches, fp16, deduplicated
+    both.set_client_id("worker-a");
+    both.set_sequence(round + 1);
+    both.set_encoding(v1::FLOAT16);
+    for (const std::vector<uint64_t>* keys : {&trained_, &fresh_}) {
+      v1::TableBatch* batch = both.add_batches();
+      batch->set_table(kTable);
+      batch->mutable_keys()->Add(keys->begin(), keys->end());
+      batch->set_values_fp16(
+          ToHalfBytes(std::vector<float>(keys->size() * kDim, 0.5f)));
+    }
+    ASSERT_THAT(Push(both), IsOk());
+    apply(trained_, 0.5f);
+    apply(fresh_, 0.5f);
+
+    v1::PushRequest few;  // one batch of two keys, float32, no client
+    const std::vector<uint64_t> two(fresh_.begin(), fresh_.begin() + 2);
+    AddBatch(few, kTable, two, std::vector<float>(two.size() * kDim, 0.25f));
+    v1::PushResponse response;
+    ASSERT_THAT(Push(few, &response), IsOk());
+    EXPECT_FALSE(response.duplicate());
+    apply(two, 0.25f);
+
+    STRATA_ASSERT_OK_AND_ASSIGN(std::vector<float> rows, PullRows(watched_));
+    for (size_t k = 0; k < watched_.size(); ++k) {
+      ASSERT_THAT(std::vector<float>(rows.begin() + k * kDim,
+                                     rows.begin() + (k + 1) * kDim),
+                  ElementsAreArray(expected[watched_[k]]))
+          << "key " << watched_[k];
+    }
   }
 }
 
