@@ -5,7 +5,7 @@
 #   (default)   the RelWithDebInfo build in build/, with clang's
 #               thread-safety analysis over its sources
 #   --fuzz      also each libFuzzer target of tests/fuzz for
-#               STRATA_FUZZ_SECONDS (default 60) seconds
+#               STRATA_FUZZ_SECONDS (default 40) seconds
 #   --asan      also the AddressSanitizer+UndefinedBehaviorSanitizer build in
 #               build-asan/
 #   --tsan      also the ThreadSanitizer build in build-tsan/
@@ -59,9 +59,9 @@ if ((plain)); then
     --warmup_s=15 --max_rss_growth=1.0
 fi
 if ((fuzz)); then
-  stage "fuzzing (libFuzzer, ${STRATA_FUZZ_SECONDS:-60} s per target)"
+  stage "fuzzing (libFuzzer, ${STRATA_FUZZ_SECONDS:-40} s per target)"
   "$root/deploy/build.sh" "$root/build"
-  "$root/tests/fuzz/run.sh" "$root/build" "${STRATA_FUZZ_SECONDS:-60}"
+  "$root/tests/fuzz/run.sh" "$root/build" "${STRATA_FUZZ_SECONDS:-40}"
 fi
 if [[ "$sanitizers" == *" asan "* ]]; then
   export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
