@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/file_system.h"
 #include "embedding/change_log.h"
+#include "embedding/replication_position.h"
 #include "embedding/table_config.h"
 
 namespace rocksdb {
@@ -168,26 +169,6 @@ struct GradientBatch {
 // The longest client id a push may carry: its dedup window is kept (and
 // stored) under it.
 inline constexpr size_t kMaxClientIdBytes = 256;
-
-// Where an update stands in its replica group's log: the term of the
-// primary that numbered it (the etcd revision that made it primary) and its
-// sequence. Ordered by term, then sequence. Zero: not replicated.
-struct ReplicationPosition {
-  uint64_t term = 0;
-  uint64_t sequence = 0;
-  friend bool operator==(const ReplicationPosition& a,
-                         const ReplicationPosition& b) {
-    return a.term == b.term && a.sequence == b.sequence;
-  }
-  friend bool operator!=(const ReplicationPosition& a,
-                         const ReplicationPosition& b) {
-    return !(a == b);
-  }
-  friend bool operator<(const ReplicationPosition& a,
-                        const ReplicationPosition& b) {
-    return a.term != b.term ? a.term < b.term : a.sequence < b.sequence;
-  }
-};
 
 // Identifies a push for deduplication. An empty client_id disables it.
 struct PushId {

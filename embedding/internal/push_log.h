@@ -12,7 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
-#include "embedding/embedding_store.h"
+#include "embedding/replication_position.h"
 #include "embedding/table_config.h"
 #include "rocksdb/env.h"
 
