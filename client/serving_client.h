@@ -23,7 +23,10 @@ struct ServingClientOptions {
   std::vector<std::string> endpoints;
   // Deadline of each attempt. Default: 5 s.
   absl::Duration rpc_timeout = absl::Seconds(5);
-  // How long a call retries replicas that answer UNAVAILABLE. Default: 10 s.
+  // How long a call retries replicas that answer UNAVAILABLE (or
+  // RESOURCE_EXHAUSTED). A replica that answered UNAVAILABLE is called next
+  // waiting for its connection, within this deadline, so that a replica
+  // back up is reached as soon as it listens. Default: 10 s.
   absl::Duration retry_deadline = absl::Seconds(10);
   // Backoff between retries, doubling up to max_backoff.
   absl::Duration initial_backoff = absl::Milliseconds(20);

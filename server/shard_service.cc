@@ -59,7 +59,7 @@ absl::Status RunCatchingOutOfMemory(const Body& body) {
 template <typename Request>
 class ReusedRequest {
  public:
-  static constexpr size_t kMaxKeptRequestBytes = size_t{32} << 20;
+  static constexpr size_t kMaxKeptRequestBytes = size_t{8} << 20;
 
   ReusedRequest() {
     if (Slot().in_use) {

@@ -1,7 +1,9 @@
 #include "client/internal/serving_client_impl.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/auth.h"
@@ -48,11 +50,19 @@ ServingClientImpl::ServingClientImpl(
   }
 }
 
+// A replica that answered UNAVAILABLE is called next with gRPC's
+// wait_for_ready, within the call's deadline. A call that fails at once
+// leaves no thread of this process polling the channel, and a connection to
+// a replica that came back up then completes only at gRPC's backup poll, up
+// to 5 s later: a process whose only traffic is this client missed a
+// restarted replica for that long (as the rendezvous client did).
 absl::Status ServingClientImpl::WithRetries(
     const std::function<grpc::Status(v1::ServingService::Stub&,
                                      grpc::ClientContext&)>& call) {
   const absl::Time give_up = options_.clock->Now() + options_.retry_deadline;
   absl::Duration backoff = options_.initial_backoff;
+  std::vector<bool> wait_for_connection(stubs_.size(), false);
+  absl::Status unreachable;  // why the last unreachable replica was
   while (true) {
     const size_t replica = next_.fetch_add(1) % stubs_.size();
     if (throttle_ != nullptr && !throttle_->Allow()) {
@@ -62,9 +72,16 @@ absl::Status ServingClientImpl::WithRetries(
           "throttled by the client: the serving replicas refuse calls for "
           "overload (ServingClientOptions::throttle_k)");
     }
+    const bool waits = wait_for_connection[replica];
     grpc::ClientContext context;
+    absl::Duration timeout = options_.rpc_timeout;
+    if (waits) {
+      timeout = std::max(std::min(timeout, give_up - options_.clock->Now()),
+                         absl::Milliseconds(1));
+    }
     context.set_deadline(std::chrono::system_clock::now() +
-                         absl::ToChronoMilliseconds(options_.rpc_timeout));
+                         absl::ToChronoMilliseconds(timeout));
+    context.set_wait_for_ready(waits);
     AddBearerToken(options_.auth_token, context);
     const grpc::Status status = call(*stubs_[replica], context);
     if (throttle_ != nullptr) {
@@ -72,14 +89,26 @@ absl::Status ServingClientImpl::WithRetries(
           AcceptedByServer(static_cast<absl::StatusCode>(status.error_code())));
     }
     if (status.ok()) return absl::OkStatus();
-    const absl::Status error(
-        static_cast<absl::StatusCode>(status.error_code()),
-        absl::StrCat("serving ", options_.endpoints[replica], ": ",
-                     status.error_message()));
+    absl::Status error(static_cast<absl::StatusCode>(status.error_code()),
+                       absl::StrCat("serving ", options_.endpoints[replica],
+                                    ": ", status.error_message()));
+    // Still no connection at the end of a wait: the replica is as
+    // unreachable as before, for the reason it gave then.
+    const bool still_unreachable =
+        waits && status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED;
+    if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
+      unreachable = error;
+    } else if (still_unreachable && !unreachable.ok()) {
+      error = unreachable;
+    }
+    wait_for_connection[replica] =
+        status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+        still_unreachable;
     // Down or overloaded: retried with backoff on the next replica.
     const bool retryable =
         status.error_code() == grpc::StatusCode::UNAVAILABLE ||
-        status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+        status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED ||
+        still_unreachable;
     if (!retryable || options_.clock->Now() + backoff > give_up) {
       return error;
     }

@@ -1,19 +1,34 @@
 // ServingClient against an in-process gRPC server (a fake service at the
 // gRPC seam) that refuses every call for overload, as an overloaded
 // strata-serving does, or answers each past its deadline, as one whose
-// transport has fallen behind does.
+// transport has fallen behind does; and against one that restarts on its
+// port, as a restarted strata-serving does.
 
 #include "client/serving_client.h"
 
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/strata.grpc.pb.h"
+#include "tests/testing/server_process.h"
 
 namespace strata {
 namespace {
@@ -127,6 +142,133 @@ TEST_F(ServingClientThrottleTest, CallsPastTheirDeadlineAreNotCountedAccepted) {
 TEST_F(ServingClientThrottleTest, WithoutTheThrottleEveryCallIsSent) {
   LookUp(0, 50);
   EXPECT_EQ(service_.calls.load(), 50);
+}
+
+// Answers every lookup with rows of 4 ones.
+class AnsweringServing final : public v1::ServingService::Service {
+ public:
+  grpc::Status Lookup(grpc::ServerContext*, const v1::LookupRequest* request,
+                      v1::LookupResponse* response) override {
+    response->set_dim(4);
+    for (int i = 0; i < request->keys_size() * 4; ++i) {
+      response->add_values(1.0f);
+    }
+    return grpc::Status::OK;
+  }
+};
+
+// Runs only as a child of the restart test, which sets the variable to
+// "PORT|READY_FILE": serves AnsweringServing on PORT (0: any), writes the
+// bound port to READY_FILE and waits to be killed.
+TEST(ServingReplicaChild, AnswersUntilKilled) {
+  const char* spec = std::getenv("STRATA_SERVING_CLIENT_TEST_CHILD");
+  if (spec == nullptr) GTEST_SKIP() << "only as a child process";
+  const std::vector<std::string> parts = absl::StrSplit(spec, '|');
+  ASSERT_EQ(parts.size(), 2u);
+  int port = 0;
+  ASSERT_TRUE(absl::SimpleAtoi(parts[0], &port));
+  AnsweringServing service;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort(absl::StrCat("127.0.0.1:", port),
+                           grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(port, 0);
+  const std::string partial = parts[1] + ".partial";
+  std::ofstream(partial) << port;
+  std::filesystem::rename(partial, parts[1]);
+  while (true) ::pause();
+}
+
+// A replica in a process of its own (this test binary again): in the same
+// process, the server's threads would poll the client's channel too.
+class ReplicaProcess {
+ public:
+  // Starts it on `port` (0: any); returns the port it listens on, or 0.
+  int Start(int port) {
+    const std::string ready = absl::StrCat(dir_.path(), "/ready", starts_++);
+    std::string self = "/proc/self/exe";
+    std::string filter = "--gtest_filter=ServingReplicaChild.*";
+    char* argv[] = {self.data(), filter.data(), nullptr};
+    std::vector<std::string> environment = {
+        absl::StrCat("STRATA_SERVING_CLIENT_TEST_CHILD=", port, "|", ready)};
+    for (char** e = environ; *e != nullptr; ++e) environment.push_back(*e);
+    std::vector<char*> envp;
+    for (std::string& e : environment) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t quiet;
+    posix_spawn_file_actions_init(&quiet);
+    posix_spawn_file_actions_addopen(&quiet, STDOUT_FILENO, "/dev/null",
+                                     O_WRONLY, 0);
+    const int spawned =
+        ::posix_spawn(&pid_, self.c_str(), &quiet, nullptr, argv, envp.data());
+    posix_spawn_file_actions_destroy(&quiet);
+    if (spawned != 0) return 0;
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (!std::filesystem::exists(ready) && absl::Now() < deadline) {
+      if (::waitpid(pid_, nullptr, WNOHANG) != 0) {
+        pid_ = 0;  // exited: the port was taken, or it failed
+        return 0;
+      }
+      absl::SleepFor(absl::Milliseconds(5));
+    }
+    int bound = 0;
+    std::ifstream(ready) >> bound;
+    return bound;
+  }
+
+  void Kill() {
+    if (pid_ == 0) return;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = 0;
+  }
+
+  ~ReplicaProcess() { Kill(); }
+
+ private:
+  strata::testing::TempDir dir_{"serving_client_test"};
+  pid_t pid_ = 0;
+  int starts_ = 0;
+};
+
+TEST(ServingClientRestartTest, ALookupRightAfterARestartReachesTheReplica) {
+  // The client's process has no other gRPC traffic, so nothing polls its
+  // channel while its calls fail at once: without waiting for the
+  // connection it found the restarted replica only at gRPC's backup poll,
+  // up to 5 s later, past this client's 2 s of retries.
+  ReplicaProcess replica;
+  const int port = replica.Start(0);
+  ASSERT_GT(port, 0);
+  ServingClientOptions options;
+  options.endpoints = {absl::StrCat("127.0.0.1:", port)};
+  options.rpc_timeout = absl::Seconds(1);
+  options.retry_deadline = absl::Seconds(2);
+  options.initial_backoff = absl::Milliseconds(10);
+  options.max_backoff = absl::Milliseconds(100);
+  auto client = ServingClient::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  const std::vector<uint64_t> keys = {1, 2, 3};
+  std::vector<float> rows(keys.size() * 4);
+  ASSERT_TRUE((*client)->Lookup("t", keys, absl::MakeSpan(rows)).ok());
+
+  for (int restart = 0; restart < 3; ++restart) {
+    SCOPED_TRACE(absl::StrCat("restart ", restart));
+    replica.Kill();
+    const absl::Status down =
+        (*client)->Lookup("t", keys, absl::MakeSpan(rows));
+    EXPECT_EQ(down.code(), absl::StatusCode::kUnavailable) << down;
+    ASSERT_EQ(replica.Start(port), port)
+        << "port " << port << " was taken meanwhile";
+    rows.assign(rows.size(), 0.0f);
+    const auto start = std::chrono::steady_clock::now();
+    const absl::Status up = (*client)->Lookup("t", keys, absl::MakeSpan(rows));
+    const auto took = std::chrono::steady_clock::now() - start;
+    ASSERT_TRUE(up.ok()) << up << " after "
+                         << std::chrono::duration<double>(took).count() << " s";
+    EXPECT_EQ(rows, std::vector<float>(rows.size(), 1.0f));
+  }
 }
 
 }  // namespace
