@@ -55,6 +55,10 @@ constexpr uint64_t SharedAnswerClaimWord(uint64_t generation,
 constexpr SharedAnswerClaim SharedAnswerClaimState(uint64_t word) {
   return static_cast<SharedAnswerClaim>(word & 3);
 }
+// `word`'s generation in `state`.
+constexpr uint64_t SharedAnswerClaimAs(uint64_t word, SharedAnswerClaim state) {
+  return (word & ~uint64_t{3}) | static_cast<uint64_t>(state);
+}
 
 // The claim word at the start of `region` (8-byte aligned, in memory shared
 // with another process), read and written atomically.

@@ -642,14 +642,14 @@ ShardService::TryPullIntoSharedMemory(const v1::PullRequest& request,
   if (SharedAnswerClaimState(offered) != SharedAnswerClaim::kOffered ||
       !ExchangeSharedAnswerClaim(
           region->data, &expected,
-          offered | static_cast<uint64_t>(SharedAnswerClaim::kWriting))) {
+          SharedAnswerClaimAs(offered, SharedAnswerClaim::kWriting))) {
     return std::nullopt;
   }
   StoreSharedAnswerWriter(region->data, static_cast<uint64_t>(::getpid()));
   absl::Cleanup written = [&] {
     StoreSharedAnswerClaim(
         region->data,
-        offered | static_cast<uint64_t>(SharedAnswerClaim::kWritten));
+        SharedAnswerClaimAs(offered, SharedAnswerClaim::kWritten));
   };
   PullResponseWriter writer(value_bytes, fp16,
                             region->data + kSharedAnswerClaimBytes);

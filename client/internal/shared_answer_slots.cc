@@ -32,10 +32,6 @@ std::string RandomToken() {
   return token;
 }
 
-uint64_t Word(uint64_t generation, SharedAnswerClaim state) {
-  return SharedAnswerClaimWord(generation, state);
-}
-
 // False only when no process `pid` exists any more: a writer not known
 // yet (0), or one this process may not signal, may still write.
 bool WriterMayExist(uint64_t pid) {
@@ -87,7 +83,8 @@ std::optional<SharedAnswerSlots::Offer> SharedAnswerSlots::TryOffer() {
     if (free_.empty()) return std::nullopt;
     slot = free_.back();
     free_.pop_back();
-    offered = Word(++generations_[slot], SharedAnswerClaim::kOffered);
+    offered = SharedAnswerClaimWord(++generations_[slot],
+                                    SharedAnswerClaim::kOffered);
   }
   StoreSharedAnswerWriter(slot_region(slot), 0);
   StoreSharedAnswerClaim(slot_region(slot), offered);
@@ -110,11 +107,12 @@ void SharedAnswerSlots::Release(size_t slot) {
 void SharedAnswerSlots::Abandon(size_t slot) {
   absl::MutexLock lock(&mu_);
   const uint64_t generation = generations_[slot];
-  uint64_t word = Word(generation, SharedAnswerClaim::kOffered);
+  uint64_t word =
+      SharedAnswerClaimWord(generation, SharedAnswerClaim::kOffered);
   if (ExchangeSharedAnswerClaim(
           slot_region(slot), &word,
-          Word(generation, SharedAnswerClaim::kAbandoned)) ||
-      word != Word(generation, SharedAnswerClaim::kWriting)) {
+          SharedAnswerClaimWord(generation, SharedAnswerClaim::kAbandoned)) ||
+      word != SharedAnswerClaimWord(generation, SharedAnswerClaim::kWriting)) {
     free_.push_back(slot);
     return;
   }
@@ -125,7 +123,8 @@ void SharedAnswerSlots::ReclaimWrittenLocked() {
   for (size_t i = 0; i < waiting_.size();) {
     const size_t slot = waiting_[i];
     if (LoadSharedAnswerClaim(slot_region(slot)) ==
-            Word(generations_[slot], SharedAnswerClaim::kWriting) &&
+            SharedAnswerClaimWord(generations_[slot],
+                                  SharedAnswerClaim::kWriting) &&
         WriterMayExist(LoadSharedAnswerWriter(slot_region(slot)))) {
       ++i;
       continue;

@@ -45,10 +45,6 @@ ShardView View(const SharedAnswerSlots::Offer& offer) {
   return view;
 }
 
-uint64_t Word(uint64_t claim, SharedAnswerClaim state) {
-  return claim | static_cast<uint64_t>(state);
-}
-
 std::shared_ptr<SharedAnswerSlots> Slots(size_t slots) {
   absl::StatusOr<std::shared_ptr<SharedAnswerSlots>> created =
       SharedAnswerSlots::Create(slots, 4096);
@@ -86,11 +82,13 @@ TEST(SharedAnswerSlotsTest, APullGivenUpBeforeTheShardWroteFreesItsSlot) {
   ASSERT_NE(shard.memory, nullptr);
   const uint64_t claim = shard.request.claim();
   slots->Abandon(offer->slot);
-  EXPECT_EQ(shard.word(), Word(claim, SharedAnswerClaim::kAbandoned));
+  EXPECT_EQ(shard.word(),
+            SharedAnswerClaimAs(claim, SharedAnswerClaim::kAbandoned));
   // A late shard cannot claim the region any more.
   uint64_t expected = claim;
   EXPECT_FALSE(ExchangeSharedAnswerClaim(
-      shard.region(), &expected, Word(claim, SharedAnswerClaim::kWriting)));
+      shard.region(), &expected,
+      SharedAnswerClaimAs(claim, SharedAnswerClaim::kWriting)));
   EXPECT_TRUE(slots->TryOffer().has_value());
 }
 
@@ -104,17 +102,19 @@ TEST(SharedAnswerSlotsTest, ASlotGivenUpWhileTheShardWritesWaitsForIt) {
   const uint64_t claim = shard.request.claim();
   uint64_t expected = claim;
   ASSERT_TRUE(ExchangeSharedAnswerClaim(
-      shard.region(), &expected, Word(claim, SharedAnswerClaim::kWriting)));
+      shard.region(), &expected,
+      SharedAnswerClaimAs(claim, SharedAnswerClaim::kWriting)));
   slots->Abandon(offer->slot);
   EXPECT_EQ(slots->waiting(), 1u);
-  EXPECT_EQ(shard.word(), Word(claim, SharedAnswerClaim::kWriting));
+  EXPECT_EQ(shard.word(),
+            SharedAnswerClaimAs(claim, SharedAnswerClaim::kWriting));
   // The other slot, then none while the shard still writes.
   std::optional<SharedAnswerSlots::Offer> other = slots->TryOffer();
   ASSERT_TRUE(other.has_value());
   EXPECT_NE(other->slot, offer->slot);
   EXPECT_FALSE(slots->TryOffer().has_value());
-  StoreSharedAnswerClaim(shard.region(),
-                         Word(claim, SharedAnswerClaim::kWritten));
+  StoreSharedAnswerClaim(
+      shard.region(), SharedAnswerClaimAs(claim, SharedAnswerClaim::kWritten));
   std::optional<SharedAnswerSlots::Offer> again = slots->TryOffer();
   ASSERT_TRUE(again.has_value());
   EXPECT_EQ(again->slot, offer->slot);
@@ -135,7 +135,8 @@ TEST(SharedAnswerSlotsTest, ASlotWhoseWriterDiedComesBack) {
   const uint64_t claim = shard.request.claim();
   uint64_t expected = claim;
   ASSERT_TRUE(ExchangeSharedAnswerClaim(
-      shard.region(), &expected, Word(claim, SharedAnswerClaim::kWriting)));
+      shard.region(), &expected,
+      SharedAnswerClaimAs(claim, SharedAnswerClaim::kWriting)));
   slots->Abandon(offer->slot);
   // Writer not known yet, then a live one (this process): the slot waits.
   EXPECT_FALSE(slots->TryOffer().has_value());
@@ -163,7 +164,8 @@ TEST(SharedAnswerSlotsTest, APullThatFailedAfterTheShardWroteFreesItsSlot) {
   ShardView shard = View(*offer);
   ASSERT_NE(shard.memory, nullptr);
   StoreSharedAnswerClaim(
-      shard.region(), Word(shard.request.claim(), SharedAnswerClaim::kWritten));
+      shard.region(),
+      SharedAnswerClaimAs(shard.request.claim(), SharedAnswerClaim::kWritten));
   slots->Abandon(offer->slot);
   EXPECT_EQ(slots->waiting(), 0u);
   EXPECT_TRUE(slots->TryOffer().has_value());
