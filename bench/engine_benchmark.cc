@@ -118,9 +118,12 @@ BENCHMARK(BM_ApplyGradients)
     ->Arg(static_cast<int>(OptimizerType::kFtrl));
 
 // Adagrad pushes as a shard sees them: each batch updates other rows.
-// Argument 1: the rows are tracked as dirty, as with periodic durability.
+// Argument 1: the rows are tracked as dirty, as with periodic durability;
+// 2: and taken (as a periodic flush does, without the write) after every
+// 64 batches, the take's time counted in.
 void BM_ApplyGradientsUncached(benchmark::State& state) {
   const bool track_dirty = state.range(0) != 0;
+  const bool take = state.range(0) == 2;
   EmbeddingTable& table = FilledTable(OptimizerType::kAdagrad);
   std::vector<std::vector<FeatureId>> batches;
   for (uint64_t b = 0; b < 256; ++b) {
@@ -131,11 +134,23 @@ void BM_ApplyGradientsUncached(benchmark::State& state) {
   for (auto _ : state) {
     table.ApplyGradients(batches[next++ % batches.size()], gradients.data(),
                          track_dirty, nullptr);
+    if (take && next % 64 == 0) {
+      size_t rows = 0;
+      table.TakeDirtyRows(
+          [&](FeatureId, const float*, const float*) { ++rows; });
+      benchmark::DoNotOptimize(rows);
+    }
+  }
+  // Later arguments start with nothing left dirty.
+  if (track_dirty) {
+    table.TakeDirtyRows([](FeatureId, const float*, const float*) {});
   }
   state.SetItemsProcessed(state.iterations() * 8192);
-  state.SetLabel(track_dirty ? "dirty rows tracked" : "");
+  state.SetLabel(take          ? "dirty rows tracked and taken"
+                 : track_dirty ? "dirty rows tracked"
+                               : "");
 }
-BENCHMARK(BM_ApplyGradientsUncached)->Arg(0)->Arg(1);
+BENCHMARK(BM_ApplyGradientsUncached)->Arg(0)->Arg(1)->Arg(2);
 
 // New rows' initial values (a pull of an unseen key, a push creating one),
 // dimension 16: truncated normal (0) or uniform (1).

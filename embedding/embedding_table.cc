@@ -200,7 +200,7 @@ void EmbeddingTable::ApplyGradients(absl::Span<const FeatureId> keys,
       if (evicts_) {
         stripe.stamps[(row - stripe.rows.data()) / row_width_] = stamp;
       }
-      if (track_dirty) stripe.dirty.insert(keys[i]);
+      if (track_dirty) MarkDirtyLocked(stripe, keys[i]);
       if (on_updated) on_updated(keys[i], row, row + dim);
     }
     if (budgeted_) {
@@ -272,8 +272,16 @@ void EmbeddingTable::TakeDirtyRows(const RowVisitor& visitor) {
   for (size_t s = 0; s < kNumStripes; ++s) {
     Stripe& stripe = stripes_[s];
     absl::MutexLock lock(&stripe.mu);
-    keys.insert(keys.end(), stripe.dirty.begin(), stripe.dirty.end());
-    stripe.dirty.clear();
+    const size_t count = stripe.dirty_keys.size();
+    for (size_t j = 0; j < count; ++j) {
+      if (j + kIndexPrefetchAhead < count) {
+        stripe.index.Prefetch(stripe.dirty_keys[j + kIndexPrefetchAhead]);
+      }
+      const FeatureId key = stripe.dirty_keys[j];
+      if (stripe.index.ClearDirty(key)) keys.push_back(key);
+    }
+    // Kept for the next flush's marks: growing it again would cost more.
+    stripe.dirty_keys.clear();
   }
   std::sort(keys.begin(), keys.end());
   // Every stripe is held shared while the rows are read: pulls go on, and
@@ -317,7 +325,7 @@ size_t EmbeddingTable::num_dirty_rows() const {
   size_t rows = 0;
   for (size_t s = 0; s < kNumStripes; ++s) {
     absl::ReaderMutexLock lock(&stripes_[s].mu);
-    rows += stripes_[s].dirty.size();
+    rows += stripes_[s].index.dirty_count();
   }
   return rows;
 }
@@ -326,8 +334,26 @@ void EmbeddingTable::MarkDirty(absl::Span<const FeatureId> keys) {
   for (FeatureId key : keys) {
     Stripe& stripe = stripes_[StripeOf(key)];
     absl::MutexLock lock(&stripe.mu);
-    if (stripe.index.Contains(key)) stripe.dirty.insert(key);
+    if (stripe.index.Contains(key)) MarkDirtyLocked(stripe, key);
   }
+}
+
+void EmbeddingTable::MarkDirtyLocked(Stripe& stripe, FeatureId key) {
+  if (!stripe.index.MarkDirty(key)) return;
+  stripe.dirty_keys.push_back(key);
+  // Deleted rows leave their keys behind; once those outnumber the marked
+  // ones, the list keeps each marked key once (ClearDirty is true only at
+  // a key's first occurrence), which bounds it by twice the marks.
+  constexpr size_t kSlack = 1024;
+  if (stripe.dirty_keys.size() <= 2 * stripe.index.dirty_count() + kSlack) {
+    return;
+  }
+  size_t kept = 0;
+  for (FeatureId marked : stripe.dirty_keys) {
+    if (stripe.index.ClearDirty(marked)) stripe.dirty_keys[kept++] = marked;
+  }
+  stripe.dirty_keys.resize(kept);
+  for (FeatureId marked : stripe.dirty_keys) stripe.index.MarkDirty(marked);
 }
 
 void EmbeddingTable::ForEachRow(const RowVisitor& visitor) const {
@@ -425,8 +451,7 @@ void EmbeddingTable::DeleteRow(Stripe& stripe, FeatureId key) {
     if (evicts_) stripe.stamps[slot] = stripe.stamps[last];
     if (budgeted_) stripe.referenced[slot] = stripe.referenced[last];
   }
-  stripe.index.Erase(key);
-  stripe.dirty.erase(key);
+  stripe.index.Erase(key);  // and its dirty mark
   stripe.rows.resize(stripe.rows.size() - row_width_);
   stripe.keys.pop_back();
   if (evicts_) stripe.stamps.pop_back();
@@ -455,7 +480,7 @@ uint64_t EmbeddingTable::memory_bytes() const {
     bytes += stripe.rows.capacity() * sizeof(float);
     bytes +=
         stripe.index.capacity() * sizeof(embedding_internal::RowIndex::Entry);
-    bytes += stripe.dirty.capacity() * (sizeof(FeatureId) + 1);
+    bytes += stripe.dirty_keys.capacity() * sizeof(FeatureId);
     bytes += stripe.keys.capacity() * sizeof(FeatureId) +
              stripe.stamps.capacity() * sizeof(RowStamp) +
              stripe.referenced.capacity();

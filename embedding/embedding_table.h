@@ -8,7 +8,6 @@
 #include <memory>
 #include <vector>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -207,7 +206,11 @@ class EmbeddingTable {
     // Key -> offset of the row in `rows` (in units of row_width_).
     embedding_internal::RowIndex index ABSL_GUARDED_BY(mu);
     std::vector<float, HugePageAllocator<float>> rows ABSL_GUARDED_BY(mu);
-    absl::flat_hash_set<FeatureId> dirty ABSL_GUARDED_BY(mu);
+    // The keys whose index entries were marked dirty (updated, not yet
+    // written to disk), in the order marked, for TakeDirtyRows. Only the
+    // marks count: a key deleted (and so unmarked) since stays here, and
+    // may come again if its row was made and marked anew.
+    std::vector<FeatureId> dirty_keys ABSL_GUARDED_BY(mu);
     // Per slot, only when the table evicts: the key (so that a deleted
     // slot can be filled by the last one) and the last update.
     std::vector<FeatureId> keys ABSL_GUARDED_BY(mu);
@@ -229,6 +232,9 @@ class EmbeddingTable {
   // Rebuilds a stripe whose slots do not record their keys without the
   // rows of `keys`; returns how many left.
   uint64_t CompactWithout(Stripe& stripe, absl::Span<const FeatureId> keys)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
+  // Marks the row of `key` (present) as not yet written to disk.
+  void MarkDirtyLocked(Stripe& stripe, FeatureId key)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(stripe.mu);
   // Deletes the row of `key` (present): the last slot moves into its place.
   void DeleteRow(Stripe& stripe, FeatureId key)

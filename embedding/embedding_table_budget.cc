@@ -76,7 +76,7 @@ void EmbeddingTable::ShrinkTo(Stripe& stripe, uint32_t rows) {
       continue;
     }
     const FeatureId key = stripe.keys[slot];
-    if (stripe.referenced[slot] == kPinned || stripe.dirty.contains(key)) {
+    if (stripe.referenced[slot] == kPinned || stripe.index.IsDirty(key)) {
       ++stripe.clock_hand;
       continue;
     }
@@ -100,8 +100,10 @@ void EmbeddingTable::ShrinkToBudget() {
     Stripe& stripe = stripes_[s];
     absl::MutexLock lock(&stripe.mu);
     ShrinkTo(stripe, cap_rows);
-    // The set of rows to write keeps its capacity when cleared.
-    if (stripe.dirty.empty()) stripe.dirty = absl::flat_hash_set<FeatureId>();
+    // The list of rows to write keeps its capacity when cleared.
+    if (stripe.index.dirty_count() == 0) {
+      std::vector<FeatureId>().swap(stripe.dirty_keys);
+    }
     // Rows kept over the budget until this flush grew the containers: give
     // the memory back once they fit again.
     const size_t rows = stripe.keys.size();

@@ -72,12 +72,13 @@ uint64_t EmbeddingTable::CompactWithout(Stripe& stripe,
   uint64_t removed = 0;
   for (const auto& [key, slot] : stripe.index) {
     if (gone.contains(key)) {
-      stripe.dirty.erase(key);
       ++removed;
       continue;
     }
     const float* row = stripe.rows.data() + size_t{slot} * row_width_;
     index.Set(key, static_cast<uint32_t>(rows.size() / row_width_));
+    // Its place in dirty_keys stays valid.
+    if (stripe.index.IsDirty(key)) index.MarkDirty(key);
     rows.insert(rows.end(), row, row + row_width_);
   }
   if (removed == 0) return 0;

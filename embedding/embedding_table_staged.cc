@@ -135,7 +135,7 @@ void EmbeddingTable::CommitStaged(const StagedRows& staged, bool track_dirty) {
       // On disk already (or dirty, which keeps it): the row may leave
       // memory when room is needed.
       if (budgeted_) stripe.referenced[slot] = kReferenced;
-      if (track_dirty) stripe.dirty.insert(key);
+      if (track_dirty) MarkDirtyLocked(stripe, key);
     }
     begin = end;
   }

@@ -10,12 +10,14 @@ namespace embedding_internal {
 RowIndex::RowIndex(RowIndex&& other) noexcept
     : entries_(std::move(other.entries_)),
       mask_(std::exchange(other.mask_, 0)),
-      size_(std::exchange(other.size_, 0)) {}
+      size_(std::exchange(other.size_, 0)),
+      dirty_count_(std::exchange(other.dirty_count_, 0)) {}
 
 RowIndex& RowIndex::operator=(RowIndex&& other) noexcept {
   entries_ = std::move(other.entries_);
   mask_ = std::exchange(other.mask_, 0);
   size_ = std::exchange(other.size_, 0);
+  dirty_count_ = std::exchange(other.dirty_count_, 0);
   return *this;
 }
 
@@ -32,8 +34,12 @@ void RowIndex::Set(FeatureId key, uint32_t slot) {
     Rehash(std::max(CapacityFor(size_ + 1), 2 * capacity()));
   }
   Entry& entry = entries_.get()[PositionOf(key)];
-  if (entry.slot == kAbsent) ++size_;
-  entry = Entry{key, slot};
+  if (entry.slot == kAbsent) {
+    ++size_;
+    entry = Entry{key, slot, 0};
+  } else {
+    entry.slot = slot;
+  }
 }
 
 bool RowIndex::Erase(FeatureId key) {
@@ -41,6 +47,7 @@ bool RowIndex::Erase(FeatureId key) {
   Entry* entries = entries_.get();
   size_t hole = PositionOf(key);
   if (entries[hole].slot == kAbsent) return false;
+  if (entries[hole].dirty != 0) --dirty_count_;
   // Every entry after the hole up to the next empty one was placed by
   // probing from its home; one whose home is not in (hole, next] would be
   // cut off from it by the hole, so it moves into the hole, which moves on.
@@ -79,12 +86,13 @@ void RowIndex::Rehash(size_t capacity) {
   void* memory = std::aligned_alloc(64, capacity * sizeof(Entry));
   if (memory == nullptr) throw std::bad_alloc();
   entries_.reset(static_cast<Entry*>(memory));
-  for (size_t i = 0; i < capacity; ++i) entries_.get()[i] = Entry{0, kAbsent};
+  Entry* entries = entries_.get();
+  for (size_t i = 0; i < capacity; ++i) entries[i] = Entry{0, kAbsent, 0};
   mask_ = capacity - 1;
-  size_ = 0;
+  // Every key moves with its mark; size_ and dirty_count_ stay.
   for (size_t i = 0; i < old_capacity; ++i) {
     const Entry& entry = old.get()[i];
-    if (entry.slot != kAbsent) Set(entry.key, entry.slot);
+    if (entry.slot != kAbsent) entries[PositionOf(entry.key)] = entry;
   }
 }
 

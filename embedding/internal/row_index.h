@@ -23,6 +23,11 @@ namespace embedding_internal {
 // `prefetch` fetches. Here a key is almost always in the line of its home
 // entry or the next, so Prefetch brings in what Find will read.
 //
+// Each key also has a dirty mark (EmbeddingTable: its row changed since it
+// was last written to disk). It sits in the entry's padding, so marking a
+// key that was just found touches no other line, where a set of dirty keys
+// beside the index cost a push a cache miss and its growth per key.
+//
 // Not thread-safe: the stripe's lock guards it (Find and Prefetch only read).
 class RowIndex {
  public:
@@ -30,7 +35,13 @@ class RowIndex {
 
   struct Entry {
     FeatureId key;
-    uint32_t slot;  // kAbsent: the entry is empty.
+    uint32_t slot;   // kAbsent: the entry is empty.
+    uint32_t dirty;  // 1: marked.
+  };
+  // What iteration yields.
+  struct KeyAndSlot {
+    FeatureId key;
+    uint32_t slot;
   };
 
   RowIndex() = default;
@@ -40,6 +51,8 @@ class RowIndex {
   RowIndex& operator=(RowIndex&& other) noexcept;
 
   size_t size() const { return size_; }
+  // Keys marked dirty.
+  size_t dirty_count() const { return dirty_count_; }
   // Entries allocated (each sizeof(Entry) bytes).
   size_t capacity() const { return mask_ == 0 ? 0 : mask_ + 1; }
 
@@ -63,10 +76,21 @@ class RowIndex {
     }
   }
 
-  // Maps `key` to `slot` (< kAbsent), replacing its slot if it has one.
+  // Maps `key` to `slot` (< kAbsent), replacing its slot if it has one (its
+  // mark stays). A new key is not marked.
   void Set(FeatureId key, uint32_t slot);
-  // Removes `key`; false when it was not there.
+  // Removes `key` and its mark; false when it was not there.
   bool Erase(FeatureId key);
+
+  // Marks `key`; true when it was there and not marked before.
+  bool MarkDirty(FeatureId key) { return SetMark(key, 1); }
+  // Unmarks `key`; true when it was there and marked.
+  bool ClearDirty(FeatureId key) { return SetMark(key, 0); }
+  bool IsDirty(FeatureId key) const {
+    if (size_ == 0) return false;
+    const Entry& entry = entries_.get()[PositionOf(key)];
+    return entry.slot != kAbsent && entry.dirty != 0;
+  }
   // Makes room for `count` keys in all, so that adding them allocates
   // nothing more.
   void Reserve(size_t count);
@@ -81,7 +105,7 @@ class RowIndex {
     ConstIterator(const Entry* at, const Entry* end) : at_(at), end_(end) {
       SkipEmpty();
     }
-    const Entry& operator*() const { return *at_; }
+    KeyAndSlot operator*() const { return KeyAndSlot{at_->key, at_->slot}; }
     ConstIterator& operator++() {
       ++at_;
       SkipEmpty();
@@ -137,12 +161,27 @@ class RowIndex {
     }
     return i;
   }
+  // Sets the mark of `key` to `mark`; true when `key` is there and its mark
+  // changed.
+  bool SetMark(FeatureId key, uint32_t mark) {
+    if (size_ == 0) return false;
+    Entry& entry = entries_.get()[PositionOf(key)];
+    if (entry.slot == kAbsent || entry.dirty == mark) return false;
+    entry.dirty = mark;
+    if (mark != 0) {
+      ++dirty_count_;
+    } else {
+      --dirty_count_;
+    }
+    return true;
+  }
   // Reallocates to `capacity` entries (a power of two) and reinserts.
   void Rehash(size_t capacity);
 
   std::unique_ptr<Entry, FreeEntries> entries_;
   size_t mask_ = 0;  // capacity() - 1, or 0 with nothing allocated.
   size_t size_ = 0;
+  size_t dirty_count_ = 0;
 };
 
 }  // namespace embedding_internal

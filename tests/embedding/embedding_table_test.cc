@@ -310,6 +310,48 @@ TEST(EmbeddingTableTest, TakeDirtyRowsVisitsExactlyTheUpdatedKeysOnce) {
   EXPECT_EQ(table.num_rows(), 6u);
 }
 
+TEST(EmbeddingTableTest, TakeDirtyRowsSkipsRemovedRowsAndTakesRemadeOnesOnce) {
+  EmbeddingTable table(CountingConfig(/*dim=*/1), 1);
+  const std::vector<FeatureId> keys = {1, 2, 3, 4, 5, 6};
+  const std::vector<float> ones(keys.size(), 1.0f);
+  table.ApplyGradients(keys, ones.data(), /*track_dirty=*/true, nullptr);
+  EXPECT_EQ(table.RemoveRows({2, 4, 6}), 3u);
+  EXPECT_EQ(table.num_dirty_rows(), 3u);
+  // Made again: dirty once more, and listed twice inside the table.
+  table.ApplyGradients({4}, ones.data(), /*track_dirty=*/true, nullptr);
+  EXPECT_EQ(table.num_dirty_rows(), 4u);
+
+  std::map<FeatureId, int> visits;
+  table.TakeDirtyRows([&](FeatureId key, const float* value, const float*) {
+    ++visits[key];
+    EXPECT_EQ(*value, -1.0f) << key;
+  });
+  EXPECT_EQ(visits, (std::map<FeatureId, int>{{1, 1}, {3, 1}, {4, 1}, {5, 1}}));
+  EXPECT_EQ(table.num_dirty_rows(), 0u);
+}
+
+TEST(EmbeddingTableTest, RowsRemovedAndMadeAgainKeepTheDirtyListBounded) {
+  // Between two flushes a row may be deleted and made again any number of
+  // times; each time leaves its key in the list of dirty keys, which must
+  // not grow with them.
+  EmbeddingTable table(CountingConfig(/*dim=*/1), 1);
+  const float one = 1.0f;
+  table.ApplyGradients({7}, &one, /*track_dirty=*/true, nullptr);
+  const uint64_t before = table.memory_bytes();
+  for (int i = 0; i < 100000; ++i) {
+    ASSERT_EQ(table.RemoveRows({7}), 1u);
+    table.ApplyGradients({7}, &one, /*track_dirty=*/true, nullptr);
+  }
+  EXPECT_LT(table.memory_bytes(), before + 64 * 1024);
+  EXPECT_EQ(table.num_dirty_rows(), 1u);
+  int visits = 0;
+  table.TakeDirtyRows([&](FeatureId key, const float*, const float*) {
+    EXPECT_EQ(key, 7u);
+    ++visits;
+  });
+  EXPECT_EQ(visits, 1);
+}
+
 TEST(EmbeddingTableTest, TakeDirtyRowsVisitsInAscendingKeyOrder) {
   // The store's memtable sorts what a flush writes: rows that come in key
   // order (across every stripe) spare it a scattered sort.

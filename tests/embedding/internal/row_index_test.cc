@@ -110,6 +110,73 @@ TEST(RowIndexTest, ShrinkToGivesBackMemoryAndKeepsEveryKey) {
   ExpectSameAs(index, model);
 }
 
+TEST(RowIndexTest, DirtyMarksFollowTheirKeysAndAreCounted) {
+  RowIndex index;
+  EXPECT_FALSE(index.MarkDirty(1)) << "no such key";
+  index.Set(1, 10);
+  index.Set(2, 20);
+  EXPECT_FALSE(index.IsDirty(1)) << "a new key is not marked";
+  EXPECT_TRUE(index.MarkDirty(1));
+  EXPECT_FALSE(index.MarkDirty(1)) << "marked already";
+  EXPECT_EQ(index.dirty_count(), 1u);
+  index.Set(1, 11);  // a new slot keeps the mark
+  EXPECT_TRUE(index.IsDirty(1));
+  EXPECT_FALSE(index.IsDirty(2));
+  EXPECT_FALSE(index.ClearDirty(2)) << "was not marked";
+  EXPECT_TRUE(index.ClearDirty(1));
+  EXPECT_FALSE(index.ClearDirty(1));
+  EXPECT_EQ(index.dirty_count(), 0u);
+  EXPECT_TRUE(index.MarkDirty(2));
+  EXPECT_TRUE(index.Erase(2));
+  EXPECT_EQ(index.dirty_count(), 0u) << "erased with its key";
+  index.Set(2, 21);
+  EXPECT_FALSE(index.IsDirty(2)) << "made anew, not marked";
+  EXPECT_EQ(index.Find(1), 11u);
+}
+
+// Marks survive growth, shrinking, moves and the shifts of Erase: random
+// operations over a small key range, checked against a set of marked keys.
+TEST(RowIndexTest, RandomMarksMatchASetThroughGrowthAndErases) {
+  std::mt19937_64 random(7);
+  RowIndex index;
+  std::unordered_map<FeatureId, uint32_t> model;
+  std::unordered_map<FeatureId, bool> marked;
+  for (int step = 0; step < 30000; ++step) {
+    const FeatureId key = random() % 400;
+    switch (random() % 5) {
+      case 0:
+        EXPECT_EQ(index.Erase(key), model.erase(key) == 1);
+        marked.erase(key);
+        break;
+      case 1:
+        EXPECT_EQ(index.MarkDirty(key), model.count(key) == 1 && !marked[key]);
+        if (model.count(key) == 1) marked[key] = true;
+        break;
+      case 2:
+        EXPECT_EQ(index.ClearDirty(key), model.count(key) == 1 && marked[key]);
+        marked[key] = false;
+        break;
+      default: {
+        const uint32_t slot = static_cast<uint32_t>(random() % 100000);
+        index.Set(key, slot);
+        model[key] = slot;
+      }
+    }
+    if (step % 5000 == 4999) {
+      index.ShrinkTo(0);
+      RowIndex moved = std::move(index);
+      index = std::move(moved);
+    }
+  }
+  ExpectSameAs(index, model);
+  size_t count = 0;
+  for (const auto& [key, slot] : model) {
+    EXPECT_EQ(index.IsDirty(key), marked[key]) << "key " << key;
+    count += marked[key] ? 1 : 0;
+  }
+  EXPECT_EQ(index.dirty_count(), count);
+}
+
 TEST(RowIndexTest, MovedFromIndexIsEmptyAndUsable) {
   RowIndex index;
   index.Set(3, 4);
