@@ -109,7 +109,11 @@ def test_overload_run_answers_at_ten_times_capacity_only_with_the_throttle():
             key = (cells[1], cells[2], cells[3].split(",")[0])
             answered[key] = float(cells[5])
     for nice in ("10", "0"):
-        assert answered[(nice, "capacity", "closed loop")] > 0, done.stdout
+        # Measured before the open loops and again after them.
+        assert answered[(nice, "capacity", "closed loop before")] > 0, \
+            done.stdout
+        assert answered[(nice, "capacity", "closed loop after")] > 0, \
+            done.stdout
         for load in ("1x", "2x", "10x"):
             assert (nice, load, "raw") in answered, done.stdout
     # The throttled client keeps the server answering at 10x its capacity.
