@@ -6,9 +6,7 @@
 
 #include "client/serving_client.h"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,6 +26,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "proto/strata.grpc.pb.h"
+#include "tests/testing/child_process.h"
 #include "tests/testing/server_process.h"
 
 namespace strata {
@@ -188,23 +187,11 @@ class ReplicaProcess {
   // Starts it on `port` (0: any); returns the port it listens on, or 0.
   int Start(int port) {
     const std::string ready = absl::StrCat(dir_.path(), "/ready", starts_++);
-    std::string self = "/proc/self/exe";
-    std::string filter = "--gtest_filter=ServingReplicaChild.*";
-    char* argv[] = {self.data(), filter.data(), nullptr};
-    std::vector<std::string> environment = {
-        absl::StrCat("STRATA_SERVING_CLIENT_TEST_CHILD=", port, "|", ready)};
-    for (char** e = environ; *e != nullptr; ++e) environment.push_back(*e);
-    std::vector<char*> envp;
-    for (std::string& e : environment) envp.push_back(e.data());
-    envp.push_back(nullptr);
-    posix_spawn_file_actions_t quiet;
-    posix_spawn_file_actions_init(&quiet);
-    posix_spawn_file_actions_addopen(&quiet, STDOUT_FILENO, "/dev/null",
-                                     O_WRONLY, 0);
-    const int spawned =
-        ::posix_spawn(&pid_, self.c_str(), &quiet, nullptr, argv, envp.data());
-    posix_spawn_file_actions_destroy(&quiet);
-    if (spawned != 0) return 0;
+    absl::StatusOr<pid_t> spawned = strata::testing::SpawnThisTestAsChild(
+        "ServingReplicaChild.*", "STRATA_SERVING_CLIENT_TEST_CHILD",
+        absl::StrCat(port, "|", ready), /*quiet_stdout=*/true);
+    if (!spawned.ok()) return 0;
+    pid_ = *spawned;
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
     while (!std::filesystem::exists(ready) && absl::Now() < deadline) {
       if (::waitpid(pid_, nullptr, WNOHANG) != 0) {

@@ -3,7 +3,6 @@
 // of the chain, also after kill -9.
 
 #include <signal.h>
-#include <spawn.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +25,7 @@
 #include "embedding/embedding_store.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/child_process.h"
 #include "tests/testing/status_matchers.h"
 
 namespace strata {
@@ -306,19 +306,10 @@ TEST_P(IncrementalCheckpointTest, FullPlusTwoDeltasRestoreAfterKill9) {
   const std::string spec =
       absl::StrCat(data_dir(), "|", DurabilityName(GetParam()), "|",
                    expected_file, "|", ready_file);
-  std::string self = "/proc/self/exe";
-  std::string filter = "--gtest_filter=IncrementalCheckpointChild.*";
-  char* argv[] = {self.data(), filter.data(), nullptr};
-  std::vector<std::string> environment = {
-      absl::StrCat("STRATA_DELTA_TEST_CHILD=", spec)};
-  for (char** e = environ; *e != nullptr; ++e) environment.push_back(*e);
-  std::vector<char*> envp;
-  for (std::string& e : environment) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  pid_t child = 0;
-  ASSERT_EQ(
-      ::posix_spawn(&child, self.c_str(), nullptr, nullptr, argv, envp.data()),
-      0);
+  absl::StatusOr<pid_t> spawned = strata::testing::SpawnThisTestAsChild(
+      "IncrementalCheckpointChild.*", "STRATA_DELTA_TEST_CHILD", spec);
+  ASSERT_THAT(spawned, IsOk());
+  const pid_t child = *spawned;
   // Whatever happens below, the child does not outlive the test.
   absl::Cleanup reap = [child] {
     ::kill(child, SIGKILL);
