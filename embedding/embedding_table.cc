@@ -280,8 +280,13 @@ void EmbeddingTable::TakeDirtyRows(const RowVisitor& visitor) {
       const FeatureId key = stripe.dirty_keys[j];
       if (stripe.index.ClearDirty(key)) keys.push_back(key);
     }
-    // Kept for the next flush's marks: growing it again would cost more.
+    // Kept for the next flush's marks (growing it again costs more), but
+    // not a peak's room that this flush needed less than half of (after a
+    // restore or a burst of new keys).
     stripe.dirty_keys.clear();
+    if (stripe.dirty_keys.capacity() > 2 * count + kDirtyListSlack) {
+      stripe.dirty_keys.shrink_to_fit();
+    }
   }
   std::sort(keys.begin(), keys.end());
   // Every stripe is held shared while the rows are read: pulls go on, and
@@ -344,8 +349,8 @@ void EmbeddingTable::MarkDirtyLocked(Stripe& stripe, FeatureId key) {
   // Deleted rows leave their keys behind; once those outnumber the marked
   // ones, the list keeps each marked key once (ClearDirty is true only at
   // a key's first occurrence), which bounds it by twice the marks.
-  constexpr size_t kSlack = 1024;
-  if (stripe.dirty_keys.size() <= 2 * stripe.index.dirty_count() + kSlack) {
+  if (stripe.dirty_keys.size() <=
+      2 * stripe.index.dirty_count() + kDirtyListSlack) {
     return;
   }
   size_t kept = 0;

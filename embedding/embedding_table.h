@@ -222,6 +222,8 @@ class EmbeddingTable {
     uint32_t clock_hand ABSL_GUARDED_BY(mu) = 0;
   };
 
+  // Entries a stripe's dirty_keys may hold past twice its marks.
+  static constexpr size_t kDirtyListSlack = 1024;
   static constexpr int kStripeBits = 6;
   static constexpr size_t kNumStripes = size_t{1} << kStripeBits;
 

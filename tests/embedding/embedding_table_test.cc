@@ -352,6 +352,29 @@ TEST(EmbeddingTableTest, RowsRemovedAndMadeAgainKeepTheDirtyListBounded) {
   EXPECT_EQ(visits, 1);
 }
 
+TEST(EmbeddingTableTest, APeakOfDirtyRowsGivesItsListsRoomBackAtASmallerFlush) {
+  EmbeddingTable table(CountingConfig(/*dim=*/1), 1);
+  std::vector<FeatureId> keys(200000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  const std::vector<float> ones(keys.size(), 1.0f);
+  const auto take = [&table] {
+    size_t rows = 0;
+    table.TakeDirtyRows([&](FeatureId, const float*, const float*) { ++rows; });
+    return rows;
+  };
+  table.ApplyGradients(keys, ones.data(), /*track_dirty=*/true, nullptr);
+  EXPECT_EQ(take(), keys.size());
+  const uint64_t after_peak = table.memory_bytes();
+  // The same load again keeps the lists' room...
+  table.ApplyGradients(keys, ones.data(), /*track_dirty=*/true, nullptr);
+  EXPECT_EQ(take(), keys.size());
+  EXPECT_EQ(table.memory_bytes(), after_peak);
+  // ...a flush of a few rows gives it back: 8 bytes a key.
+  table.ApplyGradients({5}, ones.data(), /*track_dirty=*/true, nullptr);
+  EXPECT_EQ(take(), 1u);
+  EXPECT_LT(table.memory_bytes(), after_peak - keys.size() * 8 / 2);
+}
+
 TEST(EmbeddingTableTest, TakeDirtyRowsVisitsInAscendingKeyOrder) {
   // The store's memtable sorts what a flush writes: rows that come in key
   // order (across every stripe) spare it a scattered sort.
