@@ -162,6 +162,11 @@ pool_for_rows() {
   echo "$pool"
 }
 field() { tr ' ' '\n' <<<"$1" | awk -F= -v k="$2" '$1 == k { print $2 }'; }
+# rate_of LINE: requests a second of a strata-bench line, rounded.
+rate_of() {
+  awk -v n="$(field "$1" requests)" -v s="$(field "$1" seconds)" \
+    'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }'
+}
 
 # From "cpu_s/Mkeys=T(client C + servers S)": S, and C.
 servers_cpu() { sed -n 's/.*servers \([0-9.]*\)).*/\1/p' <<<"$1"; }

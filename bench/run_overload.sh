@@ -68,11 +68,6 @@ lookups() {  # lookups EXTRA_FLAGS...: one strata-bench line
 echo "| round | nice | load | client | offered/s | answered/s | of capacity | p99 ms | refused by server | throttled by client | deadline exceeded | serving CPU-s per 1k answered |"
 echo "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
-rate_of() {  # rate_of LINE: requests per second of a strata-bench line
-  awk -v n="$(field "$1" requests)" -v s="$(field "$1" seconds)" \
-    'BEGIN { printf "%.0f", (s > 0 ? n / s : 0) }'
-}
-
 ratio() {  # ratio A B: A / B to two places
   awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 }

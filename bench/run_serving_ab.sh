@@ -97,8 +97,7 @@ for round in $(seq "$ROUNDS"); do
   for i in "${order[@]}"; do
     line=$(lookups "$i" --inflight=8)
     report "$round" "${LABELS[i]}" "closed loop, 8 in flight" "$line"
-    rate=$(awk -v n="$(field "$line" requests)" -v s="$(field "$line" seconds)" \
-      'BEGIN { printf "%.0f", n / s }')
+    rate=$(rate_of "$line")
     if ((lowest == 0 || rate < lowest)); then lowest=$rate; fi
   done
   ((qps == 0)) && qps=$((lowest / 2))
