@@ -280,29 +280,45 @@ struct InteractionInputs {
   std::vector<float> vector_grads;
 };
 
+// The argument picks a build of the kernels from those this CPU runs
+// (0: the one the model uses; see SupportedInteractionKernels).
+const model_internal::InteractionKernels* KernelsFor(benchmark::State& state) {
+  const auto& builds = model_internal::SupportedInteractionKernels();
+  const size_t index = static_cast<size_t>(state.range(0));
+  if (index >= builds.size()) {
+    state.SkipWithError("this CPU runs fewer builds of the kernels");
+    return nullptr;
+  }
+  state.SetLabel(builds[index].name);
+  return &builds[index];
+}
+
 void BM_DotInteraction(benchmark::State& state) {
+  const model_internal::InteractionKernels* kernels = KernelsFor(state);
+  if (kernels == nullptr) return;
   InteractionInputs in;
   for (auto _ : state) {
-    model_internal::DotInteractionBatch(in.vectors.data(), in.kCount,
-                                        in.kInteractionDim, in.kExamples,
-                                        in.stride, in.pair_values.data());
+    kernels->forward(in.vectors.data(), in.kCount, in.kInteractionDim,
+                     in.kExamples, in.stride, in.pair_values.data());
     benchmark::DoNotOptimize(in.pair_values.data());
   }
   state.SetItemsProcessed(state.iterations() * in.kExamples);
 }
-BENCHMARK(BM_DotInteraction);
+BENCHMARK(BM_DotInteraction)->DenseRange(0, 2);
 
 void BM_DotInteractionBackward(benchmark::State& state) {
+  const model_internal::InteractionKernels* kernels = KernelsFor(state);
+  if (kernels == nullptr) return;
   InteractionInputs in;
   for (auto _ : state) {
-    model_internal::DotInteractionBackwardBatch(
-        in.vectors.data(), in.pair_values.data(), in.kCount, in.kInteractionDim,
-        in.kExamples, in.stride, in.vector_grads.data());
+    kernels->backward(in.vectors.data(), in.pair_values.data(), in.kCount,
+                      in.kInteractionDim, in.kExamples, in.stride,
+                      in.vector_grads.data());
     benchmark::DoNotOptimize(in.vector_grads.data());
   }
   state.SetItemsProcessed(state.iterations() * in.kExamples);
 }
-BENCHMARK(BM_DotInteractionBackward);
+BENCHMARK(BM_DotInteractionBackward)->DenseRange(0, 2);
 
 }  // namespace
 }  // namespace strata

@@ -1,11 +1,13 @@
 // The CPU model's dot-interaction kernels against a plain loop per example,
 // over shapes that cover their partial blocks (examples not a multiple of
-// 16) and their component chunks (dimensions not a multiple of 4).
+// 16), their component and pair chunks (dimensions and counts not a
+// multiple of 4 or 8), for every build of the kernels this CPU runs.
 
 #include "worker/model/internal/cpu_kernels.h"
 
 #include <cstddef>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -45,6 +47,7 @@ class DotInteractionKernelTest : public ::testing::TestWithParam<Shape> {
     FillRandom(vectors_, random_);
   }
   int pairs() const { return shape_.count * (shape_.count - 1) / 2; }
+  void ExpectEachPairsDotProduct(FeatureMajor& dots);
 
   const Shape shape_;
   std::mt19937 random_;
@@ -52,13 +55,33 @@ class DotInteractionKernelTest : public ::testing::TestWithParam<Shape> {
 };
 
 TEST_P(DotInteractionKernelTest, ForwardIsEachPairsDotProduct) {
+  for (const InteractionKernels& kernels : SupportedInteractionKernels()) {
+    SCOPED_TRACE(kernels.name);
+    FeatureMajor dots(pairs(), shape_.examples);
+    kernels.forward(vectors_.values.data(), shape_.count, shape_.dim,
+                    shape_.examples, vectors_.stride, dots.values.data());
+    ExpectEachPairsDotProduct(dots);
+  }
+}
+
+TEST_P(DotInteractionKernelTest, TheDefaultForwardIsTheBestBuild) {
+  FeatureMajor best(pairs(), shape_.examples);
+  SupportedInteractionKernels().front().forward(
+      vectors_.values.data(), shape_.count, shape_.dim, shape_.examples,
+      vectors_.stride, best.values.data());
+  FeatureMajor dots(pairs(), shape_.examples);
+  DotInteractionBatch(vectors_.values.data(), shape_.count, shape_.dim,
+                      shape_.examples, vectors_.stride, dots.values.data());
+  for (int e = 0; e < shape_.examples; ++e) {
+    for (int pair = 0; pair < pairs(); ++pair) {
+      ASSERT_EQ(dots.at(pair, e), best.at(pair, e)) << "pair " << pair;
+    }
+  }
+}
+
+void DotInteractionKernelTest::ExpectEachPairsDotProduct(FeatureMajor& dots) {
   const Shape& shape = shape_;
   FeatureMajor& vectors = vectors_;
-  FeatureMajor dots(pairs(), shape.examples);
-
-  DotInteractionBatch(vectors.values.data(), shape.count, shape.dim,
-                      shape.examples, vectors.stride, dots.values.data());
-
   for (int e = 0; e < shape.examples; ++e) {
     int pair = 0;
     for (int a = 0; a < shape.count; ++a) {
@@ -80,14 +103,7 @@ TEST_P(DotInteractionKernelTest, BackwardWritesEachPairsGradientToBothSides) {
   FeatureMajor& vectors = vectors_;
   FeatureMajor pair_grads(pairs(), shape.examples);
   FillRandom(pair_grads, random_);
-  // The kernel writes every row: what was there is overwritten.
-  FeatureMajor grads(shape.count * shape.dim, shape.examples);
-  FillRandom(grads, random_);
   FeatureMajor want(shape.count * shape.dim, shape.examples);
-
-  DotInteractionBackwardBatch(vectors.values.data(), pair_grads.values.data(),
-                              shape.count, shape.dim, shape.examples,
-                              vectors.stride, grads.values.data());
 
   for (int e = 0; e < shape.examples; ++e) {
     int pair = 0;
@@ -100,10 +116,56 @@ TEST_P(DotInteractionKernelTest, BackwardWritesEachPairsGradientToBothSides) {
         }
       }
     }
+  }
+  for (const InteractionKernels& kernels : SupportedInteractionKernels()) {
+    SCOPED_TRACE(kernels.name);
+    // The kernel writes every row: what was there is overwritten.
+    FeatureMajor grads(shape.count * shape.dim, shape.examples);
+    FillRandom(grads, random_);
+    kernels.backward(vectors.values.data(), pair_grads.values.data(),
+                     shape.count, shape.dim, shape.examples, vectors.stride,
+                     grads.values.data());
+    for (int e = 0; e < shape.examples; ++e) {
+      for (int row = 0; row < shape.count * shape.dim; ++row) {
+        ASSERT_NEAR(grads.at(row, e), want.at(row, e), 1e-4)
+            << "example " << e << ", vector " << row / shape.dim
+            << ", component " << row % shape.dim;
+      }
+    }
+  }
+}
+
+// The AVX2 and AVX-512 builds both use FMA and sum each example's terms in
+// the same order, so a model trains to the same bits on either.
+TEST_P(DotInteractionKernelTest, TheFmaBuildsAgreeBitForBit) {
+  std::vector<const InteractionKernels*> fma_builds;
+  for (const InteractionKernels& kernels : SupportedInteractionKernels()) {
+    if (std::string(kernels.name) != "baseline") fma_builds.push_back(&kernels);
+  }
+  if (fma_builds.size() < 2) {
+    GTEST_SKIP() << "this CPU runs " << fma_builds.size()
+                 << " of the FMA builds; the comparison needs both";
+  }
+  const Shape& shape = shape_;
+  FeatureMajor pair_grads(pairs(), shape.examples);
+  FillRandom(pair_grads, random_);
+  std::vector<FeatureMajor> dots, grads;
+  for (const InteractionKernels* kernels : fma_builds) {
+    dots.emplace_back(pairs(), shape.examples);
+    kernels->forward(vectors_.values.data(), shape.count, shape.dim,
+                     shape.examples, vectors_.stride,
+                     dots.back().values.data());
+    grads.emplace_back(shape.count * shape.dim, shape.examples);
+    kernels->backward(vectors_.values.data(), pair_grads.values.data(),
+                      shape.count, shape.dim, shape.examples, vectors_.stride,
+                      grads.back().values.data());
+  }
+  for (int e = 0; e < shape.examples; ++e) {
+    for (int pair = 0; pair < pairs(); ++pair) {
+      ASSERT_EQ(dots[0].at(pair, e), dots[1].at(pair, e)) << "pair " << pair;
+    }
     for (int row = 0; row < shape.count * shape.dim; ++row) {
-      ASSERT_NEAR(grads.at(row, e), want.at(row, e), 1e-4)
-          << "example " << e << ", vector " << row / shape.dim << ", component "
-          << row % shape.dim;
+      ASSERT_EQ(grads[0].at(row, e), grads[1].at(row, e)) << "row " << row;
     }
   }
 }
@@ -112,7 +174,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DotInteractionKernelTest,
                          ::testing::Values(Shape{2, 1, 1}, Shape{2, 4, 16},
                                            Shape{3, 3, 17}, Shape{5, 5, 31},
                                            Shape{4, 8, 33}, Shape{27, 16, 40},
-                                           Shape{7, 9, 64}, Shape{6, 13, 5}),
+                                           Shape{7, 9, 64}, Shape{6, 13, 5},
+                                           Shape{10, 17, 48}),
                          [](const ::testing::TestParamInfo<Shape>& info) {
                            return "count" + std::to_string(info.param.count) +
                                   "_dim" + std::to_string(info.param.dim) +

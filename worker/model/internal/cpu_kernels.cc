@@ -1,18 +1,20 @@
 #include "worker/model/internal/cpu_kernels.h"
 
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
-// GCC builds a function with this attribute once per listed target (here
-// x86-64-v3: AVX2 and FMA) and
-// resolves the call at load time (an ifunc). Sanitizer builds keep one
-// version: ASan and ifunc resolvers do not mix well.
+// On x86-64 with GCC, each kernel is built three times: for x86-64-v4
+// (AVX-512), for x86-64-v3 (AVX2 and FMA) and for the baseline, and the
+// first call picks the best one this CPU runs. The versions differ in more
+// than their instructions (the v4 one holds a block in one register and
+// keeps more sums at once), so they are written out rather than left to
+// target_clones. Sanitizer builds keep the baseline only.
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define STRATA_MULTIVERSION \
-  __attribute__((target_clones("arch=x86-64-v3", "default")))
+#define STRATA_X86_VERSIONS 1
 #else
-#define STRATA_MULTIVERSION
+#define STRATA_X86_VERSIONS 0
 #endif
 
 // The helpers below must be inlined into each version of their caller:
@@ -28,9 +30,7 @@ namespace model_internal {
 
 namespace {
 
-// Examples per block: 16 floats are two AVX registers, and a block of every
-// vector (count x dim x 16 floats, 27 KB for the default model) stays in
-// the L1 cache while the pairs are formed.
+// Examples per block: 16 floats, one AVX-512 register or two AVX ones.
 constexpr int kBlock = 16;
 
 // Index of pair (a, b), a < b, in (0,1), (0,2), .., (count-2, count-1).
@@ -39,119 +39,288 @@ STRATA_KERNEL_INLINE size_t PairIndex(int a, int b, int count) {
          (b - a - 1);
 }
 
-// Eight floats as one value (GCC vector extension): AVX registers in the
-// x86-64-v3 version, pairs of SSE registers in the baseline one.
-typedef float Float8 __attribute__((vector_size(32)));
+// GCC vector extensions. A vector wider than the target's registers is
+// split by the compiler, but 16 floats on an AVX2 target were split so
+// badly (the kernels ran 5x slower) that the AVX2 and baseline versions
+// hold a block as two halves of 8.
+typedef float Float8 __attribute__((vector_size(8 * sizeof(float))));
+typedef float Float16 __attribute__((vector_size(16 * sizeof(float))));
 
-STRATA_KERNEL_INLINE Float8 Load8(const float* p) {
-  Float8 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
+// A block's 16 floats, one example a lane, as two halves. Every lane sums
+// the same terms in the same order in either representation.
+struct Halves8 {
+  Float8 lo, hi;
 
-STRATA_KERNEL_INLINE void Store8(float* p, Float8 v) {
-  std::memcpy(p, &v, sizeof(v));
+  static STRATA_KERNEL_INLINE Halves8 Load(const float* p) {
+    Halves8 v;
+    std::memcpy(&v.lo, p, sizeof(v.lo));
+    std::memcpy(&v.hi, p + 8, sizeof(v.hi));
+    return v;
+  }
+  STRATA_KERNEL_INLINE void Store(float* p) const {
+    std::memcpy(p, &lo, sizeof(lo));
+    std::memcpy(p + 8, &hi, sizeof(hi));
+  }
+  STRATA_KERNEL_INLINE void AddProduct(const Halves8& x, const Halves8& y) {
+    lo += x.lo * y.lo;
+    hi += x.hi * y.hi;
+  }
+};
+
+// The same block in one vector, for the AVX-512 version.
+struct Whole16 {
+  Float16 v;
+
+  static STRATA_KERNEL_INLINE Whole16 Load(const float* p) {
+    Whole16 w;
+    std::memcpy(&w.v, p, sizeof(w.v));
+    return w;
+  }
+  STRATA_KERNEL_INLINE void Store(float* p) const {
+    std::memcpy(p, &v, sizeof(v));
+  }
+  STRATA_KERNEL_INLINE void AddProduct(const Whole16& x, const Whole16& y) {
+    v += x.v * y.v;
+  }
+};
+
+// A block's rows of vt, copied next to each other (row r at r * kBlock).
+//
+// Why: in vt, rows are `stride` floats apart, and the rows of one component
+// of the count vectors are dim rows apart. With dim = 16, those rows fall
+// in only 4 of the L1 cache's 64 sets whatever the stride, so the kernels'
+// reads kept evicting each other. Copied, the block's rows fill the sets
+// evenly.
+class CompactBlock {
+ public:
+  explicit CompactBlock(size_t rows)
+      : storage_(rows * kBlock + kBlock),
+        data_(storage_.data() +
+              (kBlock - reinterpret_cast<uintptr_t>(storage_.data()) /
+                            sizeof(float) % kBlock) %
+                  kBlock),
+        rows_(rows) {}
+
+  // Copies columns [first, first + kBlock) of vt's rows.
+  STRATA_KERNEL_INLINE void CopyFrom(const float* vt, size_t stride,
+                                     size_t first) {
+    for (size_t r = 0; r < rows_; ++r) {
+      std::memcpy(data_ + r * kBlock, vt + r * stride + first,
+                  kBlock * sizeof(float));
+    }
+  }
+  STRATA_KERNEL_INLINE const float* row(size_t r) const {
+    return data_ + r * kBlock;
+  }
+
+ private:
+  std::vector<float> storage_;
+  float* data_;  // 64-byte aligned, in storage_.
+  size_t rows_;
+};
+
+// The dots of pairs (a, b), .., (a, b + kPairs - 1) for one full block: a's
+// component is loaded once for kPairs products rather than once for each.
+template <typename V, int kPairs>
+STRATA_KERNEL_INLINE void DotPairs(const CompactBlock& block, int a, int b,
+                                   int dim, size_t stride, float* first_out) {
+  V sums[kPairs] = {};
+  for (int d = 0; d < dim; ++d) {
+    const V xa = V::Load(block.row(a * dim + d));
+    for (int k = 0; k < kPairs; ++k) {
+      sums[k].AddProduct(xa, V::Load(block.row((b + k) * dim + d)));
+    }
+  }
+  for (int k = 0; k < kPairs; ++k) sums[k].Store(first_out + k * stride);
 }
 
 // One full block of kBlock examples starting at column `first`; the sums
-// live in registers.
-STRATA_KERNEL_INLINE void DotBlock(const float* vt, int count, int dim,
-                                   size_t stride, size_t first, float* dots) {
+// live in registers. The pairs of one a are consecutive output rows.
+template <typename V, int kPairsAtOnce>
+STRATA_KERNEL_INLINE void DotBlock(const CompactBlock& block, int count,
+                                   int dim, size_t stride, size_t first,
+                                   float* dots) {
   size_t pair = 0;
   for (int a = 0; a < count; ++a) {
-    for (int b = a + 1; b < count; ++b, ++pair) {
-      Float8 lo = {}, hi = {};
-      for (int d = 0; d < dim; ++d) {
-        const float* xa = vt + (a * dim + d) * stride + first;
-        const float* xb = vt + (b * dim + d) * stride + first;
-        lo += Load8(xa) * Load8(xb);
-        hi += Load8(xa + 8) * Load8(xb + 8);
-      }
-      float* out = dots + pair * stride + first;
-      Store8(out, lo);
-      Store8(out + 8, hi);
+    int b = a + 1;
+    for (; b + kPairsAtOnce <= count; b += kPairsAtOnce, pair += kPairsAtOnce) {
+      DotPairs<V, kPairsAtOnce>(block, a, b, dim, stride,
+                                dots + pair * stride + first);
     }
+    for (; b < count; ++b, ++pair) {
+      DotPairs<V, 1>(block, a, b, dim, stride, dots + pair * stride + first);
+    }
+  }
+}
+
+// The batch is processed in blocks of kBlock columns; the arrays' stride
+// leaves room to round the last block up (padding columns are computed and
+// ignored).
+template <typename V, int kPairsAtOnce>
+STRATA_KERNEL_INLINE void Forward(const float* vt, int count, int dim, int n,
+                                  size_t stride, float* dots) {
+  CompactBlock block(static_cast<size_t>(count) * dim);
+  for (int first = 0; first < n; first += kBlock) {
+    block.CopyFrom(vt, stride, first);
+    DotBlock<V, kPairsAtOnce>(block, count, dim, stride, first, dots);
   }
 }
 
 // dv_a[d, d + kComponents) = sum over b != a of g_ab v_b for one full
 // block, in one pass over the pairs of a: each pair's gradient g_ab is
 // loaded once per kComponents components rather than once per component.
-template <int kComponents>
-STRATA_KERNEL_INLINE void DotBackwardComponents(const float* vt,
-                                                const float* const* pair_rows,
-                                                int count, int a, int dim,
-                                                int d, size_t stride,
-                                                size_t first, float* dvt) {
-  Float8 lo[kComponents] = {}, hi[kComponents] = {};
+// `pair_offsets[b]` is where the row of pair (a, b) starts in ddots.
+template <typename V, int kComponents>
+STRATA_KERNEL_INLINE void DotBackwardComponents(
+    const CompactBlock& block, const float* ddots, const size_t* pair_offsets,
+    int count, int a, int dim, int d, size_t stride, size_t first, float* dvt) {
+  V sums[kComponents] = {};
   for (int b = 0; b < count; ++b) {
     if (b == a) continue;
-    const Float8 g_lo = Load8(pair_rows[b]);
-    const Float8 g_hi = Load8(pair_rows[b] + 8);
-    const float* xb = vt + (b * dim + d) * stride + first;
+    const V g = V::Load(ddots + pair_offsets[b] + first);
     for (int k = 0; k < kComponents; ++k) {
-      lo[k] += g_lo * Load8(xb + k * stride);
-      hi[k] += g_hi * Load8(xb + k * stride + 8);
+      sums[k].AddProduct(g, V::Load(block.row(b * dim + d + k)));
     }
   }
   for (int k = 0; k < kComponents; ++k) {
-    float* out = dvt + (a * dim + d + k) * stride + first;
-    Store8(out, lo[k]);
-    Store8(out + 8, hi[k]);
+    sums[k].Store(dvt + (a * dim + d + k) * stride + first);
   }
 }
 
-// Components summed at once: 4 x 2 sums and the two halves of g_ab take 10
-// of the 16 AVX registers.
-constexpr int kComponentsAtOnce = 4;
-
 // dv_a = sum over b != a of g_ab v_b for one full block; each output row
-// is written once. `pair_rows` has room for `count` pointers.
-STRATA_KERNEL_INLINE void DotBackwardBlock(const float* vt, const float* ddots,
-                                           int count, int dim, size_t stride,
-                                           size_t first,
-                                           const float** pair_rows,
+// is written once. `pair_offsets` (count x count) holds the start of pair
+// (a, b)'s row in ddots at [a * count + b].
+//
+// The loop runs over the components outside and the vectors inside, so
+// that what one chunk of components reads (those components of every
+// vector and the pairs' gradients, 29 KB for the default model) can stay
+// in the L1 cache.
+template <typename V, int kComponentsAtOnce>
+STRATA_KERNEL_INLINE void DotBackwardBlock(const CompactBlock& block,
+                                           const float* ddots, int count,
+                                           int dim, size_t stride, size_t first,
+                                           const size_t* pair_offsets,
                                            float* dvt) {
+  int d = 0;
+  for (; d + kComponentsAtOnce <= dim; d += kComponentsAtOnce) {
+    for (int a = 0; a < count; ++a) {
+      DotBackwardComponents<V, kComponentsAtOnce>(
+          block, ddots, pair_offsets + a * count, count, a, dim, d, stride,
+          first, dvt);
+    }
+  }
+  for (; d < dim; ++d) {
+    for (int a = 0; a < count; ++a) {
+      DotBackwardComponents<V, 1>(block, ddots, pair_offsets + a * count, count,
+                                  a, dim, d, stride, first, dvt);
+    }
+  }
+}
+
+template <typename V, int kComponentsAtOnce>
+STRATA_KERNEL_INLINE void Backward(const float* vt, const float* ddots,
+                                   int count, int dim, int n, size_t stride,
+                                   float* dvt) {
+  std::vector<size_t> pair_offsets(static_cast<size_t>(count) * count);
   for (int a = 0; a < count; ++a) {
     for (int b = 0; b < count; ++b) {
       if (b == a) continue;
-      const size_t pair =
-          a < b ? PairIndex(a, b, count) : PairIndex(b, a, count);
-      pair_rows[b] = ddots + pair * stride + first;
-    }
-    int d = 0;
-    for (; d + kComponentsAtOnce <= dim; d += kComponentsAtOnce) {
-      DotBackwardComponents<kComponentsAtOnce>(vt, pair_rows, count, a, dim, d,
-                                               stride, first, dvt);
-    }
-    for (; d < dim; ++d) {
-      DotBackwardComponents<1>(vt, pair_rows, count, a, dim, d, stride, first,
-                               dvt);
+      pair_offsets[a * count + b] =
+          (a < b ? PairIndex(a, b, count) : PairIndex(b, a, count)) * stride;
     }
   }
+  CompactBlock block(static_cast<size_t>(count) * dim);
+  for (int first = 0; first < n; first += kBlock) {
+    block.CopyFrom(vt, stride, first);
+    DotBackwardBlock<V, kComponentsAtOnce>(block, ddots, count, dim, stride,
+                                           first, pair_offsets.data(), dvt);
+  }
+}
+
+// The versions. How many sums each keeps at once: enough independent sums
+// to cover the FMA's latency, few enough to stay in registers (16 AVX
+// registers of 8 floats, 32 AVX-512 ones of 16; the baseline's SSE ones
+// spill either way). Blocking pairs by 4 and components by 4 takes 10 AVX
+// registers; by 8, 9 AVX-512 ones.
+
+void ForwardBaseline(const float* vt, int count, int dim, int n, size_t stride,
+                     float* dots) {
+  Forward<Halves8, 4>(vt, count, dim, n, stride, dots);
+}
+
+void BackwardBaseline(const float* vt, const float* ddots, int count, int dim,
+                      int n, size_t stride, float* dvt) {
+  Backward<Halves8, 4>(vt, ddots, count, dim, n, stride, dvt);
+}
+
+#if STRATA_X86_VERSIONS
+__attribute__((target("arch=x86-64-v3"))) void ForwardV3(const float* vt,
+                                                         int count, int dim,
+                                                         int n, size_t stride,
+                                                         float* dots) {
+  Forward<Halves8, 4>(vt, count, dim, n, stride, dots);
+}
+
+__attribute__((target("arch=x86-64-v3"))) void BackwardV3(const float* vt,
+                                                          const float* ddots,
+                                                          int count, int dim,
+                                                          int n, size_t stride,
+                                                          float* dvt) {
+  Backward<Halves8, 4>(vt, ddots, count, dim, n, stride, dvt);
+}
+
+__attribute__((target("arch=x86-64-v4"))) void ForwardV4(const float* vt,
+                                                         int count, int dim,
+                                                         int n, size_t stride,
+                                                         float* dots) {
+  Forward<Whole16, 8>(vt, count, dim, n, stride, dots);
+}
+
+__attribute__((target("arch=x86-64-v4"))) void BackwardV4(const float* vt,
+                                                          const float* ddots,
+                                                          int count, int dim,
+                                                          int n, size_t stride,
+                                                          float* dvt) {
+  Backward<Whole16, 8>(vt, ddots, count, dim, n, stride, dvt);
+}
+#endif
+
+std::vector<InteractionKernels> FindSupportedKernels() {
+  std::vector<InteractionKernels> kernels;
+#if STRATA_X86_VERSIONS
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("x86-64-v4")) {
+    kernels.push_back({"x86-64-v4", ForwardV4, BackwardV4});
+  }
+  if (__builtin_cpu_supports("x86-64-v3")) {
+    kernels.push_back({"x86-64-v3", ForwardV3, BackwardV3});
+  }
+#endif
+  kernels.push_back({"baseline", ForwardBaseline, BackwardBaseline});
+  return kernels;
+}
+
+const InteractionKernels& BestKernels() {
+  static const InteractionKernels best = SupportedInteractionKernels().front();
+  return best;
 }
 
 }  // namespace
 
-// The batch is processed in blocks of kBlock columns; the arrays' stride
-// leaves room to round the last block up (padding columns are computed and
-// ignored).
-STRATA_MULTIVERSION
-void DotInteractionBatch(const float* vt, int count, int dim, int n,
-                         size_t stride, float* dots) {
-  for (int first = 0; first < n; first += kBlock) {
-    DotBlock(vt, count, dim, stride, first, dots);
-  }
+const std::vector<InteractionKernels>& SupportedInteractionKernels() {
+  static const std::vector<InteractionKernels>* const kernels =
+      new std::vector<InteractionKernels>(FindSupportedKernels());
+  return *kernels;
 }
 
-STRATA_MULTIVERSION
+void DotInteractionBatch(const float* vt, int count, int dim, int n,
+                         size_t stride, float* dots) {
+  BestKernels().forward(vt, count, dim, n, stride, dots);
+}
+
 void DotInteractionBackwardBatch(const float* vt, const float* ddots, int count,
                                  int dim, int n, size_t stride, float* dvt) {
-  std::vector<const float*> pair_rows(count);
-  for (int first = 0; first < n; first += kBlock) {
-    DotBackwardBlock(vt, ddots, count, dim, stride, first, pair_rows.data(),
-                     dvt);
-  }
+  BestKernels().backward(vt, ddots, count, dim, n, stride, dvt);
 }
 
 }  // namespace model_internal

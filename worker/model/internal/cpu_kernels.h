@@ -2,13 +2,15 @@
 #define STRATA_WORKER_MODEL_INTERNAL_CPU_KERNELS_H_
 
 #include <cstddef>
+#include <vector>
 
 namespace strata {
 namespace model_internal {
 
-// The CPU model's inner loops outside the GEMMs. Each is built twice, for
-// AVX2+FMA and for baseline x86-64, and the loader picks the one this CPU
-// runs (GCC function multiversioning); elsewhere only the portable one.
+// The CPU model's inner loops outside the GEMMs. On x86-64 each is built
+// for AVX-512 (x86-64-v4), for AVX2+FMA (x86-64-v3) and for the baseline,
+// and the first call picks the best one this CPU runs; elsewhere only the
+// portable one.
 
 // Floats between rows of a feature-major array of `batch` examples: n
 // rounded up to 16 (the kernels' blocks) and 16 more, so that rows are not
@@ -30,6 +32,18 @@ void DotInteractionBatch(const float* vt, int count, int dim, int n,
 // written (columns [0, n rounded up to 16)), so dvt need not be zeroed.
 void DotInteractionBackwardBatch(const float* vt, const float* ddots, int count,
                                  int dim, int n, size_t stride, float* dvt);
+
+// One build of both kernels, for tests that check each build this CPU runs.
+struct InteractionKernels {
+  const char* name;  // "x86-64-v4", "x86-64-v3" or "baseline".
+  void (*forward)(const float* vt, int count, int dim, int n, size_t stride,
+                  float* dots);
+  void (*backward)(const float* vt, const float* ddots, int count, int dim,
+                   int n, size_t stride, float* dvt);
+};
+
+// The builds this CPU runs, the one the functions above use first.
+const std::vector<InteractionKernels>& SupportedInteractionKernels();
 
 }  // namespace model_internal
 }  // namespace strata
