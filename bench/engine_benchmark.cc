@@ -1,7 +1,7 @@
 // Google Benchmark micro-benchmarks of the engine's hot paths, without the
 // network: batch lookups and optimizer updates on an in-memory table, fp16
 // conversion, the raw pull wire format, the serving PS's row cache, and the
-// worker's dot interaction.
+// worker's dot interaction and whole model step.
 //
 // Run: build/bin/strata-engine-benchmark --benchmark_min_time=1
 // (STRATA_HUGE_PAGES=0 keeps the tables' rows on 4 KiB pages.)
@@ -20,7 +20,9 @@
 #include "embedding/embedding_table.h"
 #include "embedding/initializer.h"
 #include "serving/internal/row_cache.h"
+#include "worker/model/dense_model.h"
 #include "worker/model/internal/cpu_kernels.h"
+#include "worker/model/model_config.h"
 
 namespace strata {
 namespace {
@@ -319,6 +321,59 @@ void BM_DotInteractionBackward(benchmark::State& state) {
   state.SetItemsProcessed(state.iterations() * in.kExamples);
 }
 BENCHMARK(BM_DotInteractionBackward)->DenseRange(0, 2);
+
+// One training step of the CPU model (forward and backward) on the bench's
+// DLRM (the default ModelConfig) for a single-hot batch of 1024 examples
+// whose 26,624 slots draw from 16,384 pulled rows. Items are examples. Run
+// it with OPENBLAS_NUM_THREADS=1, as strata-worker runs OpenBLAS: otherwise
+// the GEMMs spread over the cores and the BLAS threads' spinning counts in.
+void BM_CpuModelStep(benchmark::State& state) {
+  const ModelConfig config;
+  auto model = CreateCpuDenseModel(config);
+  if (!model.ok() ||
+      !(*model)->SetParameters(InitialDenseParameters(config)).ok()) {
+    state.SkipWithError("cannot create the model");
+    return;
+  }
+  constexpr int kExamples = 1024;
+  constexpr int kRowsPulled = 16384;
+  std::mt19937 random(11);
+  std::uniform_real_distribution<float> value(-0.05f, 0.05f);
+  std::vector<float> dense(kExamples * config.num_dense), labels(kExamples);
+  std::vector<float> embeddings(kRowsPulled * config.embedding_dim);
+  for (float& v : dense) v = value(random) + 0.05f;
+  for (float& v : labels) v = static_cast<float>(random() % 2);
+  for (float& v : embeddings) v = value(random);
+  std::vector<uint32_t> offsets, rows;
+  for (int slot = 0; slot < kExamples * config.num_fields; ++slot) {
+    offsets.push_back(static_cast<uint32_t>(rows.size()));
+    rows.push_back(random() % kRowsPulled);
+  }
+  offsets.push_back(static_cast<uint32_t>(rows.size()));
+  ModelBatch batch;
+  batch.batch_size = kExamples;
+  batch.dense = dense;
+  batch.labels = labels;
+  batch.offsets = offsets;
+  batch.rows = rows;
+  batch.embeddings = embeddings;
+  batch.num_rows = kRowsPulled;
+  std::vector<float> dense_gradients(InitialDenseParameters(config).size());
+  std::vector<float> row_gradients(embeddings.size());
+  std::vector<float> probabilities(kExamples);
+  for (auto _ : state) {
+    auto loss = (*model)->ForwardBackward(
+        batch, absl::MakeSpan(dense_gradients), absl::MakeSpan(row_gradients),
+        absl::MakeSpan(probabilities));
+    if (!loss.ok()) {
+      state.SkipWithError("the step failed");
+      return;
+    }
+    benchmark::DoNotOptimize(row_gradients.data());
+  }
+  state.SetItemsProcessed(state.iterations() * kExamples);
+}
+BENCHMARK(BM_CpuModelStep);
 
 }  // namespace
 }  // namespace strata

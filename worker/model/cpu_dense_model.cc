@@ -210,26 +210,52 @@ class CpuDenseModel final : public DenseModel {
         vectors_[d * stride + i] = bottom[i * dim + d];
       }
     }
-    pooled_.resize(dim);
-    for (int i = 0; i < n; ++i) {
-      for (int f = 0; f < fields; ++f) {
-        std::fill(pooled_.begin(), pooled_.end(), 0.0f);
-        const size_t slot = static_cast<size_t>(i) * fields + f;
-        const uint32_t begin = batch.offsets[slot];
-        const uint32_t end = batch.offsets[slot + 1];
-        for (uint32_t k = begin; k < end; ++k) {
-          const float* row = batch.embeddings.data() +
-                             static_cast<size_t>(batch.rows[k]) * dim;
-          float* pooled = pooled_.data();
-          for (int d = 0; d < dim; ++d) pooled[d] += row[d];
+    // Pooled kTileExamples examples at a time into tile_ (example-major),
+    // then each row's piece of the tile written whole: written straight into
+    // the feature-major rows, each value was a store to its own cache line.
+    tile_.resize(static_cast<size_t>(kTileExamples) * fields * dim);
+    for (int first = 0; first < n; first += kTileExamples) {
+      const int count = std::min(kTileExamples, n - first);
+      for (int j = 0; j < count; ++j) {
+        for (int f = 0; f < fields; ++f) {
+          float* pooled = TileVector(j, f);
+          std::fill(pooled, pooled + dim, 0.0f);
+          const size_t slot = static_cast<size_t>(first + j) * fields + f;
+          const uint32_t begin = batch.offsets[slot];
+          const uint32_t end = batch.offsets[slot + 1];
+          for (uint32_t k = begin; k < end; ++k) {
+            const float* row = batch.embeddings.data() +
+                               static_cast<size_t>(batch.rows[k]) * dim;
+            for (int d = 0; d < dim; ++d) pooled[d] += row[d];
+          }
+          const float scale =
+              config_.pooling == Pooling::kMean && end - begin > 1
+                  ? 1.0f / (end - begin)
+                  : 1.0f;
+          for (int d = 0; d < dim; ++d) pooled[d] *= scale;
         }
-        const float scale = config_.pooling == Pooling::kMean && end - begin > 1
-                                ? 1.0f / (end - begin)
-                                : 1.0f;
-        float* column = &vectors_[(f + 1) * dim * stride + i];
-        for (int d = 0; d < dim; ++d) column[d * stride] = scale * pooled_[d];
+      }
+      for (int f = 0; f < fields; ++f) {
+        for (int d = 0; d < dim; ++d) {
+          float* out = &vectors_[((f + 1) * dim + d) * stride + first];
+          // The next tile's piece of this row, on its own cache line and
+          // within the row (its stride has a tile of padding): too many rows
+          // are walked at once for the hardware to fetch ahead.
+          __builtin_prefetch(out + kTileExamples, /*rw=*/1);
+          for (int j = 0; j < count; ++j) out[j] = TileVector(j, f)[d];
+        }
       }
     }
+  }
+
+  // Examples pooled or scattered at once: a tile of the default model's 26
+  // fields x 16 floats is 26 KB, and a row's piece of it one cache line.
+  static constexpr int kTileExamples = 16;
+
+  // Field f of example j of the tile: dim floats.
+  float* TileVector(int j, int f) {
+    return &tile_[(static_cast<size_t>(j) * config_.num_fields + f) *
+                  config_.embedding_dim];
   }
 
   // interaction_ (width x batch, feature-major): the vectors themselves
@@ -336,20 +362,36 @@ class CpuDenseModel final : public DenseModel {
     const int fields = config_.num_fields;
     std::fill(row_gradients,
               row_gradients + static_cast<size_t>(batch.num_rows) * dim, 0.0f);
-    for (int i = 0; i < n; ++i) {
+    // A tile's vectors are read row piece by row piece (as PoolEmbeddings
+    // writes them) and added in the order of examples, then fields, so
+    // that a key in several slots sums its gradients in the same order.
+    tile_.resize(static_cast<size_t>(kTileExamples) * fields * dim);
+    for (int first = 0; first < n; first += kTileExamples) {
+      const int count = std::min(kTileExamples, n - first);
       for (int f = 0; f < fields; ++f) {
-        const float* column = &vector_grad_[(f + 1) * dim * stride_ + i];
-        for (int d = 0; d < dim; ++d) pooled_[d] = column[d * stride_];
-        const size_t slot = static_cast<size_t>(i) * fields + f;
-        const uint32_t begin = batch.offsets[slot];
-        const uint32_t end = batch.offsets[slot + 1];
-        const float scale = config_.pooling == Pooling::kMean && end - begin > 1
-                                ? 1.0f / (end - begin)
-                                : 1.0f;
-        for (uint32_t k = begin; k < end; ++k) {
-          float* out = row_gradients + static_cast<size_t>(batch.rows[k]) * dim;
-          const float* g = pooled_.data();
-          for (int d = 0; d < dim; ++d) out[d] += scale * g[d];
+        for (int d = 0; d < dim; ++d) {
+          const float* in =
+              &vector_grad_[((f + 1) * dim + d) * stride_ + first];
+          // As in PoolEmbeddings.
+          __builtin_prefetch(in + kTileExamples);
+          for (int j = 0; j < count; ++j) TileVector(j, f)[d] = in[j];
+        }
+      }
+      for (int j = 0; j < count; ++j) {
+        for (int f = 0; f < fields; ++f) {
+          const size_t slot = static_cast<size_t>(first + j) * fields + f;
+          const uint32_t begin = batch.offsets[slot];
+          const uint32_t end = batch.offsets[slot + 1];
+          const float scale =
+              config_.pooling == Pooling::kMean && end - begin > 1
+                  ? 1.0f / (end - begin)
+                  : 1.0f;
+          const float* g = TileVector(j, f);
+          for (uint32_t k = begin; k < end; ++k) {
+            float* out =
+                row_gradients + static_cast<size_t>(batch.rows[k]) * dim;
+            for (int d = 0; d < dim; ++d) out[d] += scale * g[d];
+          }
         }
       }
     }
@@ -384,7 +426,7 @@ class CpuDenseModel final : public DenseModel {
   std::vector<std::vector<float>> top_out_;
   std::vector<float> vectors_;      // (F + 1) x dim x batch
   std::vector<float> interaction_;  // interaction_width x batch
-  std::vector<float> pooled_;       // one example's field, dim
+  std::vector<float> tile_;         // kTileExamples x F x dim, example-major
   size_t stride_ = 0;               // FeatureMajorStride of the last batch
   // Backward scratch.
   std::vector<float> logit_grad_;

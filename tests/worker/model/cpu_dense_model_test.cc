@@ -88,7 +88,8 @@ void ExpectNear(double analytic, double numeric, const char* what, size_t i) {
 }
 
 // Checks both gradients against central differences of the summed loss.
-void CheckGradients(const ModelConfig& config, int max_hot) {
+void CheckGradients(const ModelConfig& config, int max_hot,
+                    int batch_size = 5) {
   auto model = CreateCpuDenseModel(config);
   ASSERT_THAT(model.status(), IsOk());
   // Nonzero biases keep pre-activations away from ReLU's kink at 0, where a
@@ -98,7 +99,7 @@ void CheckGradients(const ModelConfig& config, int max_hot) {
   std::uniform_real_distribution<float> jitter(0.05f, 0.2f);
   for (float& p : params) p += jitter(rng);
   ASSERT_THAT((*model)->SetParameters(params), IsOk());
-  OwnedBatch batch = RandomBatch(config, 5, 7, max_hot, 11);
+  OwnedBatch batch = RandomBatch(config, batch_size, 7, max_hot, 11);
 
   std::vector<float> dense_grad(params.size());
   std::vector<float> row_grad(batch.embeddings.size());
@@ -147,6 +148,15 @@ TEST(CpuDenseModelTest, MultiHotSumAndMeanGradientsMatchFiniteDifferences) {
   CheckGradients(config, 3);
   config.pooling = Pooling::kMean;
   CheckGradients(config, 3);
+}
+
+// The model pools and scatters 16 examples at a time: a batch of 21 has a
+// full tile and a partial one, and its 7 rows are shared across both.
+TEST(CpuDenseModelTest, GradientsMatchAcrossTilesOfExamples) {
+  ModelConfig config = SmallConfig();
+  CheckGradients(config, 2, 21);
+  config.pooling = Pooling::kMean;
+  CheckGradients(config, 2, 21);
 }
 
 TEST(CpuDenseModelTest, DefaultLayoutHasDlrmShape) {
