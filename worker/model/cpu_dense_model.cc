@@ -228,10 +228,7 @@ class CpuDenseModel final : public DenseModel {
                                static_cast<size_t>(batch.rows[k]) * dim;
             for (int d = 0; d < dim; ++d) pooled[d] += row[d];
           }
-          const float scale =
-              config_.pooling == Pooling::kMean && end - begin > 1
-                  ? 1.0f / (end - begin)
-                  : 1.0f;
+          const float scale = PoolingScale(begin, end);
           for (int d = 0; d < dim; ++d) pooled[d] *= scale;
         }
       }
@@ -251,6 +248,14 @@ class CpuDenseModel final : public DenseModel {
   // Examples pooled or scattered at once: a tile of the default model's 26
   // fields x 16 floats is 26 KB, and a row's piece of it one cache line.
   static constexpr int kTileExamples = 16;
+
+  // What a slot's pooled sum is multiplied by, forward and backward: 1 for
+  // sum pooling, 1 / rows for mean pooling over more than one row.
+  float PoolingScale(uint32_t begin, uint32_t end) const {
+    return config_.pooling == Pooling::kMean && end - begin > 1
+               ? 1.0f / (end - begin)
+               : 1.0f;
+  }
 
   // Field f of example j of the tile: dim floats.
   float* TileVector(int j, int f) {
@@ -382,10 +387,7 @@ class CpuDenseModel final : public DenseModel {
           const size_t slot = static_cast<size_t>(first + j) * fields + f;
           const uint32_t begin = batch.offsets[slot];
           const uint32_t end = batch.offsets[slot + 1];
-          const float scale =
-              config_.pooling == Pooling::kMean && end - begin > 1
-                  ? 1.0f / (end - begin)
-                  : 1.0f;
+          const float scale = PoolingScale(begin, end);
           const float* g = TileVector(j, f);
           for (uint32_t k = begin; k < end; ++k) {
             float* out =
