@@ -1,5 +1,6 @@
 #include "common/crc32c.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -53,6 +54,33 @@ TEST(Crc32cTest, ExtendingEqualsTheCrcOfTheWhole) {
         << "cut at " << cut;
   }
   EXPECT_EQ(Crc32cExtend(0, whole.data(), whole.size()), Crc32c(whole));
+}
+
+// Long inputs take three lanes joined at the end; pieces under 64 KiB take
+// one. Both must give the CRC of the whole, whatever the length's rest.
+TEST(Crc32cTest, LongInputsEqualTheirPiecesExtendedOneByOne) {
+  std::string data;
+  uint32_t state = 777;
+  for (size_t i = 0; i < (size_t{1} << 20) + 40; ++i) {
+    state = state * 1103515245u + 12345u;
+    data.push_back(static_cast<char>(state >> 16));
+  }
+  for (size_t size :
+       {size_t{64} << 10, (size_t{64} << 10) + 23, (size_t{192} << 10) + 8,
+        size_t{1} << 20, (size_t{1} << 20) + 37}) {
+    for (size_t start : {0, 3}) {
+      uint32_t by_pieces = 0;
+      for (size_t done = 0; done < size; done += 1000) {
+        by_pieces = Crc32cExtend(by_pieces, data.data() + start + done,
+                                 std::min<size_t>(1000, size - done));
+      }
+      EXPECT_EQ(Crc32c(absl::string_view(data.data() + start, size)), by_pieces)
+          << "start " << start << ", size " << size;
+    }
+  }
+  // And one long input against the bitwise definition.
+  const std::string long_piece = data.substr(5, (size_t{200} << 10) + 13);
+  EXPECT_EQ(Crc32c(long_piece), BitwiseCrc32c(long_piece));
 }
 
 }  // namespace
