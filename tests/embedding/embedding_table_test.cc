@@ -21,7 +21,9 @@
 namespace strata {
 namespace {
 
+using ::testing::AllOf;
 using ::testing::ElementsAreArray;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 using ::testing::UnorderedElementsAreArray;
 
@@ -415,6 +417,51 @@ TEST(EmbeddingTableTest, PutRowReplacesValueAndOptimizerState) {
   EXPECT_EQ(after[0], 1.0f);
   EXPECT_FLOAT_EQ(after[1], 2.0f - 0.01f * 4.0f / (5.0f + 1e-7f));
   EXPECT_THAT(AllRows(table).at(8).state, ElementsAreArray({4.0f, 25.0f}));
+}
+
+// Staging checks each new row for inf and NaN: an update that would make
+// one is refused, naming the key and whether value or state overflowed,
+// and nothing of the push reaches the table.
+TEST(EmbeddingTableTest, StagingRefusesAnUpdateThatOverflowsAValue) {
+  EmbeddingTableConfig config = CountingConfig(/*dim=*/16);
+  config.optimizer.learning_rate = 3e38f;
+  EmbeddingTable table(config, 1);
+  const std::vector<FeatureId> keys = {4, 5, 6};
+  std::vector<float> gradients(keys.size() * 16, 0.0f);
+  gradients[16 + 13] = 10.0f;  // key 5, value 13: -3e39 is -inf
+  EmbeddingTable::StagedRows staged;
+  const absl::Status refused =
+      table.StageGradients(keys, gradients.data(), 1, nullptr, &staged);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(),
+              AllOf(HasSubstr("key 5 would make its value non-finite"),
+                    HasSubstr("-inf")));
+  EXPECT_EQ(table.num_rows(), 0u);
+
+  // A small step is staged, and only the commit puts it in the table.
+  gradients[16 + 13] = 1e-37f;
+  ASSERT_TRUE(
+      table.StageGradients(keys, gradients.data(), 1, nullptr, &staged).ok());
+  EXPECT_EQ(table.num_rows(), 0u);
+  table.CommitStaged(staged);
+  EXPECT_EQ(table.num_rows(), 3u);
+  EXPECT_FLOAT_EQ(Lookup(table, {5})[13], -30.0f);
+}
+
+TEST(EmbeddingTableTest, StagingRefusesAnUpdateThatOverflowsTheState) {
+  // Adagrad's accumulator adds the gradient's square: 1e30 squared is inf,
+  // while the value's step stays finite. Dim 5: the overflowing float is
+  // the row's tenth, past its last whole group of four.
+  EmbeddingTable table(Config(OptimizerType::kAdagrad, 5), 1);
+  std::vector<float> gradients(5, 0.0f);
+  gradients[4] = 1e30f;
+  EmbeddingTable::StagedRows staged;
+  const absl::Status refused =
+      table.StageGradients({77}, gradients.data(), 1, nullptr, &staged);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.message(),
+              HasSubstr("key 77 would make its optimizer state non-finite"));
+  EXPECT_EQ(table.num_rows(), 0u);
 }
 
 TEST(EmbeddingTableTest, MemoryGrowsWithRows) {
