@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "common/clock.h"
+#include "common/default_init_allocator.h"
 #include "common/huge_page_allocator.h"
 #include "embedding/initializer.h"
 #include "embedding/internal/row_index.h"
@@ -103,8 +104,9 @@ class EmbeddingTable {
   struct StagedRows {
     // Each updated key once, grouped by stripe.
     std::vector<FeatureId> keys;
-    // Per key, dim() value floats then state_dim() state floats.
-    std::vector<float> rows;
+    // Per key, dim() value floats then state_dim() state floats (not
+    // zeroed as they grow: staging writes each row whole).
+    std::vector<float, DefaultInitAllocator<float>> rows;
     // Per key: the row is new (admitted now).
     std::vector<uint8_t> created;
     uint64_t global_step = 0;
