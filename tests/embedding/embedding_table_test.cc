@@ -450,11 +450,12 @@ TEST(EmbeddingTableTest, StagingRefusesAnUpdateThatOverflowsAValue) {
 
 TEST(EmbeddingTableTest, StagingRefusesAnUpdateThatOverflowsTheState) {
   // Adagrad's accumulator adds the gradient's square: 1e30 squared is inf,
-  // while the value's step stays finite. Dim 5: the overflowing float is
-  // the row's tenth, past its last whole group of four.
-  EmbeddingTable table(Config(OptimizerType::kAdagrad, 5), 1);
-  std::vector<float> gradients(5, 0.0f);
-  gradients[4] = 1e30f;
+  // while the value's step stays finite. Dim 40: the check takes the
+  // row's 80 floats as a block of 64 and a rest, and the overflow (float
+  // 50) lies in the block; the value's above lay in a row of 16, a rest.
+  EmbeddingTable table(Config(OptimizerType::kAdagrad, 40), 1);
+  std::vector<float> gradients(40, 0.0f);
+  gradients[10] = 1e30f;
   EmbeddingTable::StagedRows staged;
   const absl::Status refused =
       table.StageGradients({77}, gradients.data(), 1, nullptr, &staged);
