@@ -12,13 +12,18 @@ namespace {
 
 constexpr uint32_t kReflectedPolynomial = 0x82F63B78u;
 
+// `p` times x modulo the polynomial, in the reflected order of the CRC's
+// register (the coefficient of x^0 is the top bit): one bit of the
+// register's step.
+constexpr uint32_t TimesX(uint32_t p) {
+  return (p & 1) ? (p >> 1) ^ kReflectedPolynomial : p >> 1;
+}
+
 constexpr std::array<uint32_t, 256> MakeTable() {
   std::array<uint32_t, 256> table{};
   for (uint32_t byte = 0; byte < 256; ++byte) {
     uint32_t crc = byte;
-    for (int bit = 0; bit < 8; ++bit) {
-      crc = (crc & 1) ? (crc >> 1) ^ kReflectedPolynomial : crc >> 1;
-    }
+    for (int bit = 0; bit < 8; ++bit) crc = TimesX(crc);
     table[byte] = crc;
   }
   return table;
@@ -34,17 +39,17 @@ uint32_t ExtendWithTable(uint32_t crc, const unsigned char* data, size_t size) {
 }
 
 #if defined(__x86_64__)
-// Polynomials over GF(2) modulo the CRC's, in the reflected order of its
-// register: the coefficient of x^0 is the top bit. A register `r` that
-// then reads n more bytes holds r * x^(8n) plus what a zero register
-// holds after those bytes, which is how separately computed pieces join.
+// Polynomials over GF(2) modulo the CRC's, in the register's reflected
+// order (TimesX). A register `r` that then reads n more bytes holds
+// r * x^(8n) plus what a zero register holds after those bytes, which is
+// how separately computed pieces join.
 constexpr uint32_t kOne = 0x80000000u;  // x^0
 
 uint32_t MultiplyModPolynomial(uint32_t a, uint32_t b) {
   uint32_t product = 0;
   for (uint32_t coefficient = kOne; coefficient != 0; coefficient >>= 1) {
     if (a & coefficient) product ^= b;
-    b = (b & 1) ? (b >> 1) ^ kReflectedPolynomial : b >> 1;  // b * x
+    b = TimesX(b);
   }
   return product;
 }
