@@ -19,6 +19,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "proto/strata.pb.h"
+#include "tests/testing/sanitizers.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 
@@ -26,6 +27,7 @@ namespace strata {
 namespace {
 
 using ::strata::testing::IsOk;
+using ::strata::testing::kSanitized;
 using ::strata::testing::ResidentMiB;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::ServerProcessOptions;
@@ -41,14 +43,6 @@ constexpr uint64_t kChangeLogMiB = 16;
 // and RocksDB's index and filter blocks.
 constexpr uint64_t kOverheadMiB =
     2 * kWriteBufferMiB * 3 + kBlockCacheMiB + kChangeLogMiB + 48;
-
-// Sanitizers add shadow memory and quarantines: the bound is for plain
-// builds.
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
 
 // The gradient of `key` in dimension d: the row is its negation (SGD,
 // learning rate 1, zeros), a value every key has its own of.
@@ -139,6 +133,8 @@ TEST(ColdTierMemoryTest, TenTimesTheBudgetStaysExactAndWithinMemory) {
             << " MiB; limit " << limit << " MiB (budget " << kBudgetMiB
             << " + overhead " << kOverheadMiB << "); table "
             << kRows * kDim * sizeof(float) / (1 << 20) << " MiB\n";
+  // Sanitizers add shadow memory and quarantines: the bound is for plain
+  // builds.
   if (!kSanitized) {
     EXPECT_LE(*peak, limit);
   }

@@ -28,6 +28,7 @@
 #include "client/serving_client.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/sanitizers.h"
 #include "tests/testing/served_rows.h"
 #include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
@@ -37,13 +38,8 @@
 namespace strata {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr bool kSanitized = true;
-#else
-constexpr bool kSanitized = false;
-#endif
-
 using ::strata::testing::IsOk;
+using ::strata::testing::kSanitized;
 using ::strata::testing::ResultNumber;
 using ::strata::testing::ServerProcess;
 using ::strata::testing::ServerProcessOptions;
