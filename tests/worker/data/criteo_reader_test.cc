@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/worker/data/test_files.h"
 
@@ -17,7 +18,7 @@ namespace {
 
 using ::strata::testing::IsOk;
 using ::strata::testing::StatusIs;
-using ::strata::testing::TestDir;
+using ::strata::testing::TempDir;
 using ::strata::testing::WriteTextFile;
 using ::testing::HasSubstr;
 
@@ -45,7 +46,8 @@ std::vector<int> ReadIds(CriteoReader& reader) {
 }
 
 TEST(CriteoReaderTest, ReadsBatchesAcrossFilesUntilTheEpochEnds) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("criteo_reader");
+  const std::string& dir = temp_dir.path();
   WriteTextFile(dir + "/a", Line(0) + Line(1) + Line(2));
   WriteTextFile(dir + "/b", Line(3) + Line(4));  // no trailing newline below
   WriteTextFile(dir + "/c", Line(5).substr(0, Line(5).size() - 1));
@@ -84,7 +86,8 @@ TEST(CriteoReaderTest, ReadsBatchesAcrossFilesUntilTheEpochEnds) {
 }
 
 TEST(CriteoReaderTest, MultiHotLinesKeepTheirKeysPerExampleAndField) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("criteo_reader");
+  const std::string& dir = temp_dir.path();
   const std::string tabs(14, '\t');
   // Example 0: C1 = a, b; example 1: plain; example 2: C2 = c, c, d.
   WriteTextFile(dir + "/a", "1" + tabs + "0000000a,0000000b\n" + Line(1) + "0" +
@@ -127,7 +130,8 @@ TEST(CriteoReaderTest, MultiHotLinesKeepTheirKeysPerExampleAndField) {
 }
 
 TEST(CriteoReaderTest, CrlfFilesReadLikeLfFiles) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("criteo_reader");
+  const std::string& dir = temp_dir.path();
   std::string lf, crlf;
   for (int id = 0; id < 3; ++id) {
     lf += Line(id);
@@ -157,7 +161,8 @@ std::string DamagedFile() {
 }
 
 TEST(CriteoReaderTest, MalformedLinesAreCountedAndSkippedByDefault) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("criteo_reader");
+  const std::string& dir = temp_dir.path();
   WriteTextFile(dir + "/damaged", DamagedFile());
   CriteoReaderOptions options;
   options.files = {dir + "/damaged"};
@@ -178,7 +183,8 @@ TEST(CriteoReaderTest, MalformedLinesAreCountedAndSkippedByDefault) {
 }
 
 TEST(CriteoReaderTest, StrictModeStopsAtTheFirstMalformedLineNamingIt) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("criteo_reader");
+  const std::string& dir = temp_dir.path();
   const std::string path = dir + "/damaged";
   WriteTextFile(path, DamagedFile());
   CriteoReaderOptions options;
@@ -206,7 +212,8 @@ TEST(CriteoReaderTest, StrictModeStopsAtTheFirstMalformedLineNamingIt) {
 }
 
 TEST(CriteoReaderTest, LineShardsCoverEveryLineExactlyOnce) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("criteo_reader");
+  const std::string& dir = temp_dir.path();
   std::vector<std::string> files;
   int id = 0;
   for (int f = 0; f < 3; ++f) {
@@ -239,7 +246,8 @@ TEST(CriteoReaderTest, LineShardsCoverEveryLineExactlyOnce) {
 }
 
 TEST(CriteoReaderTest, FileShardsCoverEveryFileExactlyOnce) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("criteo_reader");
+  const std::string& dir = temp_dir.path();
   std::vector<std::string> files;
   for (int f = 0; f < 4; ++f) {
     files.push_back(absl::StrCat(dir, "/part", f));
@@ -260,7 +268,8 @@ TEST(CriteoReaderTest, FileShardsCoverEveryFileExactlyOnce) {
 }
 
 TEST(CriteoReaderTest, BadOptionsAndMissingFilesAreErrors) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("criteo_reader");
+  const std::string& dir = temp_dir.path();
   WriteTextFile(dir + "/a", Line(0));
   CriteoReaderOptions options;
   EXPECT_THAT(CriteoReader::Open(options),
@@ -287,7 +296,8 @@ TEST(CriteoReaderTest, BadOptionsAndMissingFilesAreErrors) {
 }
 
 TEST(CriteoReaderTest, CountCriteoLinesCountsNonEmptyLinesUpToTheLimit) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("criteo_reader");
+  const std::string& dir = temp_dir.path();
   WriteTextFile(dir + "/a", "1\tx\n0\ty\n\n1\tz");  // 3, the last unended
   WriteTextFile(dir + "/b", "0\tw\n");
   auto all = CountCriteoLines({dir + "/a", dir + "/b"}, 100);

@@ -12,6 +12,7 @@
 #include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/worker/data/test_files.h"
 #include "worker/data/criteo_reader.h"
@@ -24,7 +25,7 @@ namespace {
 using ::strata::testing::IsOk;
 using ::strata::testing::ReadTextFile;
 using ::strata::testing::StatusIs;
-using ::strata::testing::TestDir;
+using ::strata::testing::TempDir;
 using ::testing::HasSubstr;
 
 DatagenOptions SmallOptions(const std::string& out) {
@@ -46,7 +47,8 @@ double MetaNumber(const std::string& json, const std::string& section,
 }
 
 TEST(DatagenTest, SameSeedWritesSameBytesAndOtherSeedsDiffer) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("datagen");
+  const std::string& dir = temp_dir.path();
   DatagenOptions options = SmallOptions(dir + "/a");
   STRATA_ASSERT_OK_AND_ASSIGN(DatagenResult a, GenerateData(options));
   options.out = dir + "/b";
@@ -63,7 +65,8 @@ TEST(DatagenTest, SameSeedWritesSameBytesAndOtherSeedsDiffer) {
 }
 
 TEST(DatagenTest, RowsDoNotDependOnFileSplitAndHoldoutNotOnRows) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("datagen");
+  const std::string& dir = temp_dir.path();
   DatagenOptions options = SmallOptions(dir + "/one");
   ASSERT_THAT(GenerateData(options).status(), IsOk());
   options.out = dir + "/three";
@@ -83,7 +86,8 @@ TEST(DatagenTest, RowsDoNotDependOnFileSplitAndHoldoutNotOnRows) {
 }
 
 TEST(DatagenTest, OutputParsesWithoutMalformedLinesAndHasAPlausibleRate) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("datagen");
+  const std::string& dir = temp_dir.path();
   STRATA_ASSERT_OK_AND_ASSIGN(DatagenResult result,
                               GenerateData(SmallOptions(dir + "/d")));
   CriteoReaderOptions options;
@@ -123,7 +127,8 @@ TEST(DatagenTest, OutputParsesWithoutMalformedLinesAndHasAPlausibleRate) {
 }
 
 TEST(DatagenTest, PlantedMetricsRecomputedFromTheFilesMatchTheMetadata) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("datagen");
+  const std::string& dir = temp_dir.path();
   DatagenOptions options = SmallOptions(dir + "/m");
   options.files = 2;
   STRATA_ASSERT_OK_AND_ASSIGN(DatagenResult result, GenerateData(options));
@@ -249,7 +254,8 @@ TEST(DatagenTest, BadOptionsAreRejected) {
 TEST(DatagenTest, BinaryWritesDataAndRejectsBadFlags) {
   const char* bin_dir = std::getenv("STRATA_BIN_DIR");
   if (bin_dir == nullptr) GTEST_SKIP() << "STRATA_BIN_DIR is not set";
-  const std::string dir = TestDir();
+  const TempDir temp_dir("datagen");
+  const std::string& dir = temp_dir.path();
   const std::string bin = absl::StrCat(bin_dir, "/strata-datagen");
   const std::string ok =
       absl::StrCat(bin, " --rows=500 --holdout_rows=100 --out=", dir, "/x > ",

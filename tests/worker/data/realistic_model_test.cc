@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/worker/data/test_files.h"
 #include "worker/data/criteo_format.h"
@@ -24,7 +25,7 @@ namespace {
 using ::strata::testing::IsOk;
 using ::strata::testing::ReadTextFile;
 using ::strata::testing::StatusIs;
-using ::strata::testing::TestDir;
+using ::strata::testing::TempDir;
 using ::testing::HasSubstr;
 
 // Small vocabularies, so that a few thousand rows repeat values.
@@ -54,7 +55,8 @@ std::unique_ptr<RealisticModel> Model(const DatagenOptions& options) {
 }
 
 TEST(RealisticModelTest, FilesParseAndTheirLogitsGiveTheReportedBayesAuc) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("realistic_model");
+  const std::string& dir = temp_dir.path();
   DatagenOptions options = RealisticOptionsFor(dir + "/r");
   options.realistic.multi_hot_fields = 2;
   options.learnable_ceiling = false;
@@ -164,7 +166,8 @@ TEST(RealisticModelTest, DriftBringsIdsTheTrainingRowsNeverSaw) {
 }
 
 TEST(RealisticModelTest, LearnableCeilingIsBelowBayesAndRisesWithRows) {
-  const std::string dir = TestDir();
+  const TempDir temp_dir("realistic_model");
+  const std::string& dir = temp_dir.path();
   DatagenOptions small = RealisticOptionsFor(dir + "/small");
   small.rows = 4000;
   DatagenOptions large = RealisticOptionsFor(dir + "/large");

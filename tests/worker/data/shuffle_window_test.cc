@@ -10,6 +10,7 @@
 #include "absl/strings/str_format.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/testing/server_process.h"
 #include "tests/testing/status_matchers.h"
 #include "tests/worker/data/test_files.h"
 #include "worker/data/criteo_format.h"
@@ -32,7 +33,7 @@ class ShuffleWindowTest : public ::testing::Test {
                             std::string(12, '\t'), i);
       line_of_key_[CriteoFeatureKey(0, static_cast<uint32_t>(i))] = i;
     }
-    path_ = testing::TestDir() + "/lines";
+    path_ = temp_dir_.path() + "/lines";
     testing::WriteTextFile(path_, text);
   }
 
@@ -68,6 +69,7 @@ class ShuffleWindowTest : public ::testing::Test {
     return lines;
   }
 
+  testing::TempDir temp_dir_{"shuffle_window"};
   std::string path_;
   absl::flat_hash_map<uint64_t, int> line_of_key_;
 };
