@@ -24,6 +24,7 @@
 #include "proto/shard_map_proto.h"
 #include "server/internal/bucket_move_source.h"
 #include "server/internal/push_batches.h"
+#include "server/internal/reused_request.h"
 #include "server/internal/shared_answers.h"
 #include "server/internal/subscription.h"
 #include "server/replication/replica_group.h"
@@ -47,50 +48,6 @@ absl::Status RunCatchingOutOfMemory(const Body& body) {
         "the shard ran out of memory serving this request");
   }
 }
-
-// The request message of a Pull or Push, kept by each request thread from
-// call to call. Parsing into a message whose fields still have the room of
-// the last request copies each value once; a fresh message grew its
-// repeated fields as the bytes arrived, copying them again at each
-// doubling, and faulted the pages of its new buffers in (together about a
-// tenth of a pushing shard's CPU). A message past kMaxKeptRequestBytes is
-// freed when its call ends, so a thread keeps no more than that; a call
-// made while the thread's message is in use (none is today) gets its own.
-template <typename Request>
-class ReusedRequest {
- public:
-  static constexpr size_t kMaxKeptRequestBytes = size_t{8} << 20;
-
-  ReusedRequest() {
-    if (Slot().in_use) {
-      own_.emplace();
-    } else {
-      Slot().in_use = true;
-    }
-  }
-  ~ReusedRequest() {
-    if (own_.has_value()) return;
-    Request& kept = Slot().request;
-    if (kept.SpaceUsedLong() > kMaxKeptRequestBytes) Request().Swap(&kept);
-    Slot().in_use = false;
-  }
-  ReusedRequest(const ReusedRequest&) = delete;
-  ReusedRequest& operator=(const ReusedRequest&) = delete;
-
-  Request* get() { return own_.has_value() ? &*own_ : &Slot().request; }
-
- private:
-  struct Kept {
-    Request request;
-    bool in_use = false;
-  };
-  static Kept& Slot() {
-    thread_local Kept kept;
-    return kept;
-  }
-
-  std::optional<Request> own_;
-};
 
 v1::TableInfo TableInfoFromStats(const TableStats& stats) {
   v1::TableInfo info;
@@ -752,7 +709,7 @@ grpc::ServerUnaryReactor* ShardService::Pull(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return RunQueued(context, ShardMethod::kPull, [=]() -> absl::Status {
-    ReusedRequest<v1::PullRequest> parsed;
+    server_internal::ReusedRequest<v1::PullRequest> parsed;
     STRATA_RETURN_IF_ERROR(ParseRequest(*request, "Pull", parsed.get()));
     std::string refusal;
     STRATA_ASSIGN_OR_RETURN(*response, DoPull(*parsed.get(), &refusal));
@@ -768,7 +725,7 @@ grpc::ServerUnaryReactor* ShardService::Push(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* request,
     grpc::ByteBuffer* response) {
   return RunQueued(context, ShardMethod::kPush, [=]() -> absl::Status {
-    ReusedRequest<v1::PushRequest> parsed;
+    server_internal::ReusedRequest<v1::PushRequest> parsed;
     STRATA_RETURN_IF_ERROR(ParseRequest(*request, "Push", parsed.get()));
     v1::PushResponse answer;
     STRATA_RETURN_IF_ERROR(DoPush(*parsed.get(), answer));
