@@ -64,13 +64,6 @@ struct EmbeddingStoreOptions {
   // RocksDB's memtable size (each column family may hold two). Default:
   // 64 MiB.
   size_t write_buffer_bytes = size_t{64} << 20;
-  // kPeriodic and kGroup: a flush of at least this many bytes skips
-  // RocksDB's log, and the memtables are flushed to table files before it
-  // counts as written (a flush this large fills them anyway). Smaller ones
-  // go through the log and wait in the memtables, where later flushes of
-  // the same rows replace them. 0: every flush; -1 (the default): four
-  // memtables.
-  int64_t unlogged_flush_bytes = -1;
   // RocksDB's block cache, which rows read from disk pass through. Default:
   // 32 MiB.
   size_t block_cache_bytes = size_t{32} << 20;

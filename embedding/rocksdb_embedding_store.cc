@@ -61,10 +61,6 @@ absl::Status RocksDbEmbeddingStore::OpenRocksDbLocked(absl::string_view what) {
     db_options.allow_concurrent_memtable_write = false;
   }
   db_options.write_buffer_size = options_.write_buffer_bytes;
-  // Large flushes skip the log (WriteAndFlushLocked), so the table files of
-  // a row's value, its optimizer state and the push windows must reach the
-  // disk together: every flush takes all families, committed as one.
-  db_options.atomic_flush = true;
   // Rows are float32 of trained values and optimizer state, whose mantissas
   // are close to random: Snappy saved little on them and cost each flush
   // and compaction a pass over every block.
@@ -430,41 +426,20 @@ absl::Status RocksDbEmbeddingStore::WriteLocked(rocksdb::WriteBatch& batch,
     // A synced write that failed for another reason than a full disk (whose
     // append fails before anything is synced) may have failed its fsync.
     if (sync_mode && sync && !s.IsNoSpace()) fsync_failed_.store(true);
-    return WriteFailedLocked(s);
+    absl::Status error =
+        s.IsNoSpace()
+            ? absl::ResourceExhaustedError(absl::StrCat(
+                  "the disk of ", options_.data_dir,
+                  " is full: writes are refused until space is freed (",
+                  s.ToString(), ")"))
+            : absl::InternalError(
+                  absl::StrCat("write to the store failed: ", s.ToString()));
+    NoteWriteError(error);
+    return error;
   }
   NoteWriteWorked();
   changed_rows_.Record(batch, handles_[1]->GetID());
   return absl::OkStatus();
-}
-
-absl::Status RocksDbEmbeddingStore::WriteAndFlushLocked(
-    rocksdb::WriteBatch& batch) {
-  rocksdb::WriteOptions unlogged;
-  unlogged.disableWAL = true;
-  rocksdb::Status s = db_->Write(unlogged, &batch);
-  // Waits for flushes already running (a memtable this batch filled) too.
-  if (s.ok()) s = db_->Flush(rocksdb::FlushOptions(), handles_);
-  // A failed flush leaves the batch in a memtable: a later flush may still
-  // write it (the caller writes its rows again in any case), and the
-  // families stay consistent, since every flush takes all of them.
-  if (!s.ok()) return WriteFailedLocked(s);
-  NoteWriteWorked();
-  changed_rows_.Record(batch, handles_[1]->GetID());
-  return absl::OkStatus();
-}
-
-absl::Status RocksDbEmbeddingStore::WriteFailedLocked(
-    const rocksdb::Status& status) {
-  absl::Status error =
-      status.IsNoSpace()
-          ? absl::ResourceExhaustedError(absl::StrCat(
-                "the disk of ", options_.data_dir,
-                " is full: writes are refused until space is freed (",
-                status.ToString(), ")"))
-          : absl::InternalError(
-                absl::StrCat("write to the store failed: ", status.ToString()));
-  NoteWriteError(error);
-  return error;
 }
 
 void RocksDbEmbeddingStore::NoteWriteWorked() {

@@ -55,11 +55,7 @@ absl::Status RocksDbEmbeddingStore::WriteCutLocked(FlushCut& cut) {
     return drop_logged();
   }
   absl::Status written = CheckOpenLocked();
-  if (written.ok()) {
-    written = cut.write.GetDataSize() >= UnloggedFlushBytes()
-                  ? WriteAndFlushLocked(cut.write)
-                  : WriteLocked(cut.write, /*sync=*/true);
-  }
+  if (written.ok()) written = WriteLocked(cut.write, /*sync=*/true);
   if (written.ok()) {
     if (failed_flushes_in_a_row_.exchange(0) > 0) {
       STRATA_LOG(INFO, "store")
@@ -86,23 +82,6 @@ absl::Status RocksDbEmbeddingStore::WriteCutLocked(FlushCut& cut) {
                    " rows failed (they stay in memory and are written again "
                    "by the next flush): ",
                    written.message()));
-}
-
-size_t RocksDbEmbeddingStore::UnloggedFlushBytes() const {
-  // A cut this large fills the memtables, which go to table files anyway:
-  // RocksDB's log only wrote its rows twice and fsynced them (8192-key
-  // pushes to a periodic shard: 1.06-1.15x the keys/s at 0.85-0.92x the
-  // shard's CPU). Smaller ones wait in the memtables, where the next cuts'
-  // writes of the same rows replace them before a table file is written:
-  // a training shard spent 1.13-1.26x the CPU when every cut was flushed,
-  // 1.00-1.17x with cuts of one memtable or more (likely the compactions:
-  // each such flush leaves a small table file of the cut's rest, and with
-  // hashed keys every L0 file overlaps all of L1). Hence four memtables,
-  // where training's cuts stay on the log (0.97-1.08x the CPU).
-  constexpr size_t kMemtables = 4;
-  return options_.unlogged_flush_bytes >= 0
-             ? static_cast<size_t>(options_.unlogged_flush_bytes)
-             : kMemtables * options_.write_buffer_bytes;
 }
 
 void RocksDbEmbeddingStore::CollectDirtyLocked(FlushCut& cut) {

@@ -116,13 +116,6 @@ ABSL_FLAG(int64_t, eviction_interval_ms, 10000,
 ABSL_FLAG(int64_t, write_buffer_mb, 64,
           "RocksDB memtable size in MiB; each column family may hold two, "
           "which counts against memory next to the tables' budgets.");
-ABSL_FLAG(int64_t, unlogged_flush_mb, -1,
-          "With --durability=periodic or group: a flush of at least this "
-          "many MiB skips RocksDB's log and flushes the memtables to table "
-          "files instead (a flush that large fills them anyway, and the log "
-          "wrote every row twice); smaller flushes go through the log, where "
-          "later flushes of the same rows replace them in memory. 0: every "
-          "flush; -1: four memtables (4 x --write_buffer_mb).");
 ABSL_FLAG(bool, huge_pages, true,
           "Back each table stripe's rows of 8 MiB or more with transparent "
           "huge pages (madvise): on large tables most row reads miss the TLB "
@@ -462,10 +455,6 @@ int Run() {
   if (absl::GetFlag(FLAGS_write_buffer_mb) < 1) {
     return UsageError("--write_buffer_mb must be >= 1");
   }
-  if (absl::GetFlag(FLAGS_unlogged_flush_mb) < -1 ||
-      absl::GetFlag(FLAGS_unlogged_flush_mb) > (int64_t{1} << 20)) {
-    return UsageError("--unlogged_flush_mb must be -1 or 0 to 1048576");
-  }
   if (absl::GetFlag(FLAGS_memory_budget_mb) < 0) {
     return UsageError("--memory_budget_mb must be >= 0");
   }
@@ -553,10 +542,6 @@ int Run() {
       static_cast<size_t>(absl::GetFlag(FLAGS_block_cache_mb)) << 20;
   store_options.write_buffer_bytes =
       static_cast<size_t>(absl::GetFlag(FLAGS_write_buffer_mb)) << 20;
-  store_options.unlogged_flush_bytes =
-      absl::GetFlag(FLAGS_unlogged_flush_mb) < 0
-          ? -1
-          : absl::GetFlag(FLAGS_unlogged_flush_mb) << 20;
   store_options.eviction_interval =
       absl::Milliseconds(absl::GetFlag(FLAGS_eviction_interval_ms));
   store_options.change_log_bytes =

@@ -205,20 +205,10 @@ class RocksDbEmbeddingStore final : public EmbeddingStore {
   // to write again, and pushes are refused past options.max_unwritten_rows.
   absl::Status WriteCutLocked(FlushCut& cut)
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
-  // Cuts of at least this many bytes are written by WriteAndFlushLocked.
-  size_t UnloggedFlushBytes() const;
   // Every write to RocksDB goes through it; a failure is counted and kept
   // for GetStorageStats.
   absl::Status WriteLocked(rocksdb::WriteBatch& batch, bool sync)
       ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
-  // Like a synced WriteLocked, but `batch` skips RocksDB's log and the
-  // memtables are flushed to table files before it returns (all families
-  // in one atomic flush): durable as a synced write once it returns, and
-  // its bytes reach the disk once, not twice (log, then table file).
-  absl::Status WriteAndFlushLocked(rocksdb::WriteBatch& batch)
-      ABSL_SHARED_LOCKS_REQUIRED(commit_mu_);
-  // What a failed write's RocksDB status is told as; counted and kept.
-  absl::Status WriteFailedLocked(const rocksdb::Status& status);
   void NoteWriteError(const absl::Status& error);
   // A write worked: the last error is no longer the store's state.
   void NoteWriteWorked();

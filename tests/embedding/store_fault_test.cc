@@ -84,7 +84,6 @@ class StoreFaultTest : public ::testing::Test {
     options.max_unwritten_rows = max_unwritten_rows_;
     options.clock = &clock_;
     options.max_push_windows = 2;
-    options.unlogged_flush_bytes = unlogged_flush_bytes_;
     absl::StatusOr<std::unique_ptr<EmbeddingStore>> store =
         EmbeddingStore::Open(options);
     if (!store.ok()) return store.status();
@@ -115,66 +114,11 @@ class StoreFaultTest : public ::testing::Test {
   std::unique_ptr<rocksdb::Env> env_;
   std::string temp_dir_;
   uint64_t max_unwritten_rows_ = uint64_t{1} << 22;
-  int64_t unlogged_flush_bytes_ = -1;
   testing::FakeClock clock_;
   std::unique_ptr<EmbeddingStore> store_;
 };
 
-// Flushes of both kinds: through RocksDB's log (small ones, the default
-// here) and past it with the memtables flushed (large ones; every flush
-// with unlogged_flush_bytes = 0).
-class FlushFaultTest : public StoreFaultTest,
-                       public ::testing::WithParamInterface<bool> {
- protected:
-  void SetUp() override {
-    StoreFaultTest::SetUp();
-    if (GetParam()) unlogged_flush_bytes_ = 0;
-  }
-};
-
-INSTANTIATE_TEST_SUITE_P(LoggedAndUnlogged, FlushFaultTest, ::testing::Bool(),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "Unlogged" : "Logged";
-                         });
-
-// Bytes of the store's files with `extension` (".log", ".sst").
-uint64_t StoreFileBytes(const std::string& data_dir,
-                        const std::string& extension) {
-  uint64_t bytes = 0;
-  std::error_code error;
-  for (const auto& entry :
-       std::filesystem::directory_iterator(data_dir + "/db", error)) {
-    if (entry.path().extension() == extension) {
-      bytes += entry.file_size(error);
-    }
-  }
-  return bytes;
-}
-
-TEST_P(FlushFaultTest, AFlushGoesThroughTheLogOrToTableFiles) {
-  ASSERT_THAT(Open(Durability::kPeriodic), IsOk());
-  ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());
-  const std::string data_dir = temp_dir_ + "/data";
-  const uint64_t log_before = StoreFileBytes(data_dir, ".log");
-  const uint64_t tables_before = StoreFileBytes(data_dir, ".sst");
-  const std::vector<FeatureId> keys = Keys(1, 1000);
-  ASSERT_THAT(Push(keys, 1.0f, {"trainer", 1}), IsOk());
-  ASSERT_THAT(store_->Flush(), IsOk());
-  const uint64_t row_bytes = keys.size() * kDim * sizeof(float);
-  if (GetParam()) {
-    EXPECT_LT(StoreFileBytes(data_dir, ".log"), log_before + row_bytes);
-    EXPECT_GE(StoreFileBytes(data_dir, ".sst"), tables_before + row_bytes);
-  } else {
-    EXPECT_GE(StoreFileBytes(data_dir, ".log"), log_before + row_bytes);
-    EXPECT_EQ(StoreFileBytes(data_dir, ".sst"), tables_before);
-  }
-  const std::vector<float> flushed = Pull(keys);
-  ASSERT_THAT(Open(Durability::kPeriodic), IsOk());
-  EXPECT_EQ(Pull(keys), flushed);
-  EXPECT_THAT(Push(keys, 1.0f, {"trainer", 1}), IsOkAndHolds(true));
-}
-
-TEST_P(FlushFaultTest, FailedPeriodicFlushKeepsRowsReportsAndRetries) {
+TEST_F(StoreFaultTest, FailedPeriodicFlushKeepsRowsReportsAndRetries) {
   ASSERT_THAT(Open(Durability::kPeriodic), IsOk());
   ASSERT_THAT(store_->CreateTable(SgdTable()), IsOkAndHolds(true));
   const std::vector<FeatureId> keys = Keys(1, 100);
@@ -211,7 +155,7 @@ TEST_P(FlushFaultTest, FailedPeriodicFlushKeepsRowsReportsAndRetries) {
   EXPECT_EQ(Pull(keys), acknowledged);
 }
 
-TEST_P(FlushFaultTest, PeriodicPushesAreRefusedPastTheUnwrittenBound) {
+TEST_F(StoreFaultTest, PeriodicPushesAreRefusedPastTheUnwrittenBound) {
   max_unwritten_rows_ = 10;
   ASSERT_THAT(Open(Durability::kPeriodic), IsOk());
   ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());
@@ -375,7 +319,7 @@ INSTANTIATE_TEST_SUITE_P(SyncAndGroup, SerialStoreFaultTest,
                            return std::string(DurabilityName(info.param));
                          });
 
-TEST_P(FlushFaultTest, GroupPushesWaitInThePushLogUntilAFlushWritesThem) {
+TEST_F(StoreFaultTest, GroupPushesWaitInThePushLogUntilAFlushWritesThem) {
   ASSERT_THAT(Open(Durability::kGroup), IsOk());
   ASSERT_THAT(store_->CreateTable(SgdTable()), IsOk());
   const std::vector<FeatureId> keys = Keys(1, 10);

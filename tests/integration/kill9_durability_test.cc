@@ -224,39 +224,23 @@ void RetryAndExpectAllAppliedOnce(Shard& shard, const std::vector<bool>& which,
 
 // Bytes in the write-ahead logs of the store in `data_dir`. In periodic
 // mode pushes write nothing, so growth means a flush wrote rows.
-// Bytes of the store's log and table files: a flush adds to one of them.
-uint64_t StoreFileBytes(const std::string& data_dir) {
+uint64_t WalBytes(const std::string& data_dir) {
   uint64_t bytes = 0;
   std::error_code error;
   for (const auto& entry :
        std::filesystem::directory_iterator(data_dir + "/db", error)) {
-    if (entry.path().extension() == ".log" ||
-        entry.path().extension() == ".sst") {
+    if (entry.path().extension() == ".log") {
       bytes += entry.file_size(error);
     }
   }
   return bytes;
 }
 
-// The shard's flags for a test parameter: a durability mode, and
-// "_unlogged" for flushes that skip RocksDB's log (every one). Flushes run
-// every 10 ms, so that the kill comes during or between many of them.
-std::vector<std::string> ModeFlags(const std::string& mode) {
-  const std::string unlogged = "_unlogged";
-  if (mode.size() > unlogged.size() &&
-      mode.compare(mode.size() - unlogged.size(), unlogged.size(), unlogged) ==
-          0) {
-    return {"--durability=" + mode.substr(0, mode.size() - unlogged.size()),
-            "--unlogged_flush_mb=0", "--flush_interval_ms=10"};
-  }
-  return {"--durability=" + mode, "--flush_interval_ms=10"};
-}
-
 class Kill9DurabilityTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Kill9DurabilityTest, AcknowledgedPushesSurviveAndDedupSurvives) {
   ServerProcessOptions options;
-  options.flags = ModeFlags(GetParam());
+  options.flags = {"--durability=" + GetParam()};
   ServerProcess server(options);
   ASSERT_THAT(server.Start(), IsOk());
   std::vector<bool> acked;
@@ -277,7 +261,7 @@ TEST_P(Kill9DurabilityTest, AcknowledgedPushesSurviveAndDedupSurvives) {
   const std::vector<bool> applied = ExpectConsistent(rows);
   int lost = 0;
   for (int i = 0; i < kPushes; ++i) lost += acked[i] && !applied[i];
-  EXPECT_EQ(lost, 0) << "acknowledged pushes lost by kill -9 with mode "
+  EXPECT_EQ(lost, 0) << "acknowledged pushes lost by kill -9 with --durability="
                      << GetParam();
 
   // Retry the unacknowledged pushes (some were applied before the kill, some
@@ -291,32 +275,28 @@ TEST_P(Kill9DurabilityTest, AcknowledgedPushesSurviveAndDedupSurvives) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Kill9DurabilityTest,
-                         ::testing::Values("sync", "group", "group_unlogged"),
+                         ::testing::Values("sync", "group"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
 
-class PeriodicKill9Test : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(PeriodicKill9Test, Kill9LeavesAConsistentCutWithItsDedupWindow) {
+TEST(PeriodicDurabilityTest, Kill9LeavesAConsistentCutWithItsDedupWindow) {
   ServerProcessOptions options;
-  options.flags = ModeFlags(GetParam());
+  options.flags = {"--durability=periodic", "--flush_interval_ms=10"};
   ServerProcess server(options);
   ASSERT_THAT(server.Start(), IsOk());
   {
     Shard shard(server.address());
     ASSERT_THAT(shard.CreateTable(), IsOk());
-    const uint64_t files_before = StoreFileBytes(server.data_dir());
+    const uint64_t wal_before = WalBytes(server.data_dir());
     PushStream stream(shard, kPeriodicPushes);
     // Kill while pushes run, after a flush wrote some of them (so that the
     // cut is not empty) and with more acknowledged since.
     const absl::Time give_up = absl::Now() + absl::Seconds(30);
-    while (StoreFileBytes(server.data_dir()) == files_before &&
-           absl::Now() < give_up) {
+    while (WalBytes(server.data_dir()) == wal_before && absl::Now() < give_up) {
       absl::SleepFor(absl::Milliseconds(1));
     }
-    ASSERT_GT(StoreFileBytes(server.data_dir()), files_before)
-        << "no flush in 30 s";
+    ASSERT_GT(WalBytes(server.data_dir()), wal_before) << "no flush in 30 s";
     ASSERT_TRUE(
         stream.WaitForAcks(std::min(stream.num_acked() + 100, kPeriodicPushes),
                            absl::Seconds(30)));
@@ -334,12 +314,6 @@ TEST_P(PeriodicKill9Test, Kill9LeavesAConsistentCutWithItsDedupWindow) {
   RetryAndExpectAllAppliedOnce(shard, std::vector<bool>(kPeriodicPushes, true),
                                applied);
 }
-
-INSTANTIATE_TEST_SUITE_P(Flushes, PeriodicKill9Test,
-                         ::testing::Values("periodic", "periodic_unlogged"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param;
-                         });
 
 TEST(PeriodicDurabilityTest, SigtermKeepsEveryAcknowledgedPush) {
   ServerProcessOptions options;

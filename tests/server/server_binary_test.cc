@@ -185,15 +185,6 @@ TEST(ServerBinaryTest, ExitsWithUsageErrorForARequestThreadNiceOutOfRange) {
               HasSubstr("--request_thread_nice must be in"));
 }
 
-TEST(ServerBinaryTest, ExitsWithUsageErrorForAnUnloggedFlushOutOfRange) {
-  for (const char* flag :
-       {"--unlogged_flush_mb=-2", "--unlogged_flush_mb=1048577"}) {
-    EXPECT_THAT(UsageErrorLog({flag}),
-                HasSubstr("--unlogged_flush_mb must be -1 or 0 to 1048576"))
-        << flag;
-  }
-}
-
 TEST(ServerBinaryTest, ExitsWithUsageErrorForABudgetOverTheMachinesMemory) {
   EXPECT_THAT(UsageErrorLog({"--memory_budget_mb=1099511627776"}),
               HasSubstr("more than this machine's"));
