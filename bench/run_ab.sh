@@ -13,9 +13,10 @@
 #              INFLIGHT [8]  DURATION_S [4]  MODES ["pull push"]
 #              DURABILITY [group]  ENCODING [float32]: values on the wire
 #              (float16: the pulls answered and the pushes sent as fp16)
-#              SETTLE_S [2]: seconds waited after the
-#              load, so that its writes (a periodic flush of every loaded
-#              row) are not measured as part of the first mode
+#              SETTLE_S [0]: seconds waited after the load, on top of
+#              waiting until the shard is idle (the load's flushes and
+#              compactions over), so that they are not measured as part of
+#              the first mode
 set -u
 if [[ $# -ne 2 ]]; then
   echo "usage: bench/run_ab.sh BUILD_A BUILD_B" >&2
@@ -30,7 +31,7 @@ DURATION_S=${DURATION_S:-4}
 MODES=${MODES:-pull push}
 DURABILITY=${DURABILITY:-group}
 ENCODING=${ENCODING:-float32}
-SETTLE_S=${SETTLE_S:-2}
+SETTLE_S=${SETTLE_S:-0}
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 bench_start ab
 
@@ -43,6 +44,10 @@ run_build() {
     --shards="$SHARDS" --server_pids="${SHARD_PIDS[0]}")
   "$BIN/strata-bench" "${common[@]}" --mode=load --batch=8192 \
     --inflight=8 >/dev/null || exit 1
+  # A load of a million 64-float rows leaves RocksDB seconds of flushes and
+  # compactions: after a fixed 2 s they still ran during the pushes, and
+  # which build's load left more decided a comparison by up to a fifth.
+  wait_idle "${SHARD_PIDS[0]}"
   sleep "$SETTLE_S"
   for mode in $MODES; do
     line=$("$BIN/strata-bench" "${common[@]}" --mode=$mode --batch="$BATCH" \
