@@ -17,7 +17,7 @@ namespace server_internal {
 // position is remembered from the last request that used it.
 class KeptRequestRoom {
  public:
-  // Kept requests with more batches than this are not kept (a request has
+  // Requests with more batches than this are not kept (a request has
   // a batch per table it touches).
   static constexpr size_t kMaxBatches = 16;
 
