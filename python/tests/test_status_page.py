@@ -252,14 +252,13 @@ def test_worker_status_page_charts_and_numbers(cluster, tmp_path):
         assert metric(before, series) <= value <= metric(after, series), (
             element_id, value)
     assert int(element(dom, "step")) > 0
-    auc = float(element(dom, "eval-auc"))
-    assert 0.5 < auc < 1
+    page_auc = element(dom, "eval-auc")
+    assert 0.5 < float(page_auc) < 1
     # Evaluations run every 40 steps, so several may land while the page is
     # read; the page's AUC is one the worker logged, as is the last scrape's.
     logged = re.findall(r"eval_auc (0\.\d{5})",
                         (tmp_path / "worker.log").read_text())
-    assert element(dom, "eval-auc") in logged, (element(dom, "eval-auc"),
-                                                logged)
+    assert page_auc in logged, (page_auc, logged)
     last_auc = metric(after, "strata_worker_eval_auc")
     assert any(abs(float(value) - last_auc) <= 5e-6 for value in logged), (
         last_auc, logged)
