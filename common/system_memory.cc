@@ -2,6 +2,13 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+#include <cstring>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include "absl/strings/str_cat.h"
 
 namespace strata {
@@ -19,6 +26,21 @@ absl::Status CheckFitsInMemory(absl::string_view what, uint64_t bytes,
   return absl::InvalidArgumentError(
       absl::StrCat(what, " of ", bytes, " bytes is more than this machine's ",
                    machine_bytes, " bytes of memory"));
+}
+
+void KeepFreedMemoryForReuse() {
+#ifdef __GLIBC__
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if ((tunables != nullptr && std::strstr(tunables, "glibc.malloc.")) ||
+      std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr) {
+    return;
+  }
+  constexpr int kMmapThreshold = 32 << 20;  // glibc's largest
+  constexpr int kTrimThreshold = 1 << 30;
+  mallopt(M_MMAP_THRESHOLD, kMmapThreshold);
+  mallopt(M_TRIM_THRESHOLD, kTrimThreshold);
+#endif
 }
 
 }  // namespace strata

@@ -3,13 +3,11 @@
 // dense gradients with the other ranks (Gloo on CPU, NCCL on GPU) and pushes
 // sparse gradients back.
 
-#include <malloc.h>
 #include <unistd.h>
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +26,7 @@
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "common/rate_history.h"
+#include "common/system_memory.h"
 #include "worker/collective/collective.h"
 #include "worker/collective/gloo_collective.h"
 #include "worker/collective/rendezvous.h"
@@ -60,26 +59,6 @@ void LogBlasKernels() {
               : absl::StrCat(" (OPENBLAS_CORETYPE: OpenBLAS took this CPU "
                              "for ",
                              replaced, ", whose kernels lack AVX2)"));
-}
-
-// A step frees and allocates again buffers of up to megabytes (batches,
-// rows, activations, gradients). By glibc's defaults the largest came from a
-// fresh mmap each time and the heap's free top went back to the kernel, so
-// every step faulted in and zeroed those pages again: 7-8% of the worker's
-// CPU. Freed memory is kept for reuse instead, unless the user tuned malloc.
-void KeepFreedMemoryForReuse() {
-#ifdef __GLIBC__
-  const char* tunables = std::getenv("GLIBC_TUNABLES");
-  if ((tunables != nullptr && std::strstr(tunables, "glibc.malloc.")) ||
-      std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
-      std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr) {
-    return;
-  }
-  constexpr int kMmapThreshold = 32 << 20;  // glibc's largest
-  constexpr int kTrimThreshold = 1 << 30;
-  mallopt(M_MMAP_THRESHOLD, kMmapThreshold);
-  mallopt(M_TRIM_THRESHOLD, kTrimThreshold);
-#endif
 }
 
 absl::StatusOr<std::unique_ptr<Collective>> MakeCollective(
@@ -263,6 +242,9 @@ int main(int argc, char** argv) {
   // A peer rank that dies mid-write must surface as an error from the
   // collective, not kill this rank with SIGPIPE (Gloo writes with writev).
   std::signal(SIGPIPE, SIG_IGN);
+  // A step frees and allocates again buffers of up to megabytes (batches,
+  // rows, activations, gradients): 7-8% of the worker's CPU went to faulting
+  // their pages in again under glibc's defaults.
   strata::KeepFreedMemoryForReuse();
   strata::ParseCommandLineWithCluster(
       "strata-worker: one rank of a Strata training job.\n"
