@@ -45,6 +45,9 @@ struct BenchOptions {
   double qps = 0;
   // serving-lookup: AdaptiveThrottle's k for local refusals; 0: none.
   double client_throttle_k = 0;
+  // serving-lookup: bound the lookups in flight by an
+  // AdaptiveConcurrencyLimit, refusing the rest locally.
+  bool client_concurrency_limit = false;
   // freshness: background push load on the training shards.
   double push_keys_per_s = 100000;
   // Processes on this machine (the servers) whose CPU time over the

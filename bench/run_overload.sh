@@ -11,11 +11,13 @@
 # 1000-key lookups at QUEUE in flight (as many as it takes without refusing
 # any: with one more, the next call can arrive before a thread has taken
 # the queue's head), then open loops at 1x, 2x and 10x of that rate, each
-# once with every request sent ("raw") and once throttled as ServingClient
-# does (k = THROTTLE_K), orders alternating between rounds, then the closed
-# loop again. "of capacity" is of the mean of the two closed loops. Every lookup
-# carries an online caller's deadline (TIMEOUT_MS); latency counts from each
-# request's scheduled start. On a machine of 2 or more cores the daemons run
+# once with every request sent ("raw"), once throttled as ServingClient
+# does (k = THROTTLE_K) and once "limited": throttled and with the adaptive
+# bound on lookups in flight of ServingClient's adaptive_concurrency_limit
+# (CLIENTS picks among the three), orders alternating between rounds; then
+# the closed loop again. "of capacity" is of the mean of the two closed
+# loops. Every lookup carries an online caller's deadline (TIMEOUT_MS);
+# latency counts from each request's scheduled start. On a machine of 2 or more cores the daemons run
 # on core 0 and the generator on core 1, so that the generator does not take
 # the server's CPU. Lookups draw their keys from POOL batches of 1000 (about
 # 4 draws a row by default; strata-bench's own 16 would look up the same
@@ -26,6 +28,7 @@
 # Environment: ROUNDS [3], DURATION_S [8], WARMUP_S [3], NUM_KEYS [200000],
 #              DIM [64], TIMEOUT_MS [50], QUEUE [4], THREADS [1],
 #              THROTTLE_K [2], NICES ["10 0"],
+#              CLIENTS ["raw throttled limited"],
 #              POOL [NUM_KEYS / 250, 16..4096]
 set -uo pipefail
 BUILD_DIR=${1:-build}
@@ -38,6 +41,7 @@ TIMEOUT_MS=${TIMEOUT_MS:-50}
 QUEUE=${QUEUE:-4}
 THREADS=${THREADS:-1}
 THROTTLE_K=${THROTTLE_K:-2}
+read -r -a CLIENTS <<<"${CLIENTS:-raw throttled limited}"
 read -r -a NICES <<<"${NICES:-10 0}"
 BIN="$BUILD_DIR/bin"
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -65,7 +69,7 @@ lookups() {  # lookups EXTRA_FLAGS...: one strata-bench line
     head -1
 }
 
-echo "| round | nice | load | client | offered/s | answered/s | of capacity | p99 ms | refused by server | throttled by client | deadline exceeded | serving CPU-s per 1k answered |"
+echo "| round | nice | load | client | offered/s | answered/s | of capacity | p99 ms | refused by server | refused by client | deadline exceeded | serving CPU-s per 1k answered |"
 echo "| ---: | ---: | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"
 
 ratio() {  # ratio A B: A / B to two places
@@ -94,20 +98,31 @@ one_serving() {
   local capacity_line capacity
   capacity_line=$(lookups --inflight="$QUEUE")
   capacity=$(rate_of "$capacity_line")
-  local clients=(raw throttled)
-  ((round % 2 == 0)) && clients=(throttled raw)
-  local times client k qps before after line rows=()
+  local clients=("${CLIENTS[@]}")
+  if ((round % 2 == 0)); then
+    clients=()
+    for ((i = ${#CLIENTS[@]} - 1; i >= 0; i--)); do clients+=("${CLIENTS[i]}"); done
+  fi
+  local times client qps before after line rows=() flags throttled limited
   for times in 1 2 10; do
     for client in "${clients[@]}"; do
-      k=0
-      [[ $client == throttled ]] && k=$THROTTLE_K
+      case $client in
+        raw) flags=(--client_throttle_k=0) ;;
+        throttled) flags=(--client_throttle_k="$THROTTLE_K") ;;
+        limited) flags=(--client_throttle_k="$THROTTLE_K"
+          --client_concurrency_limit) ;;
+        *) echo "run_overload.sh: unknown client '$client'" >&2; exit 2 ;;
+      esac
       qps=$((capacity * times))
       before=$(cpu_seconds "$serving_pid")
-      line=$(lookups --qps="$qps" --client_throttle_k="$k")
+      line=$(lookups --qps="$qps" "${flags[@]}")
       after=$(cpu_seconds "$serving_pid")
+      throttled=$(field "$line" THROTTLED)
+      limited=$(field "$line" LIMITED)
       rows+=("$times|$client|$qps|$(field "$line" requests)|\
 $(field "$line" seconds)|$(field "$line" p99)|\
-$(field "$line" RESOURCE_EXHAUSTED)|$(field "$line" THROTTLED)|\
+$(field "$line" RESOURCE_EXHAUSTED)|\
+$((${throttled:-0} + ${limited:-0}))|\
 $(field "$line" DEADLINE_EXCEEDED)|\
 $(awk -v a="$before" -v b="$after" 'BEGIN { print b - a }')")
     done

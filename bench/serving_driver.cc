@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "bench/bench_run.h"
 #include "client/ps_client.h"
+#include "common/adaptive_concurrency_limit.h"
 #include "common/adaptive_throttle.h"
 #include "grpcpp/generic/generic_stub.h"
 #include "grpcpp/grpcpp.h"
@@ -53,6 +54,8 @@ struct LookupCall {
   grpc::Status status;
   SteadyClock::time_point scheduled;
   uint64_t keys = 0;
+  // Its AdaptiveConcurrencyLimit ticket, when there is a limit.
+  AdaptiveConcurrencyLimit::Ticket ticket;
 };
 
 // In-flight lookups; the closed loop's sender sleeps while `inflight` are
@@ -95,6 +98,11 @@ RunResult SendLookups(const BenchOptions& options,
     throttle_options.k = options.client_throttle_k;
     throttle = std::make_unique<AdaptiveThrottle>(throttle_options);
   }
+  std::unique_ptr<AdaptiveConcurrencyLimit> limit;
+  if (options.client_concurrency_limit) {
+    limit = std::make_unique<AdaptiveConcurrencyLimit>(
+        AdaptiveConcurrencyLimit::Options());
+  }
   grpc::CompletionQueue queue;
   RunResult result;
   Outstanding outstanding;
@@ -105,10 +113,10 @@ RunResult SendLookups(const BenchOptions& options,
     bool ok;
     while (queue.Next(&tag, &ok)) {
       std::unique_ptr<LookupCall> call(static_cast<LookupCall*>(tag));
-      if (throttle != nullptr) {
-        throttle->Record(AcceptedByServer(
-            static_cast<absl::StatusCode>(call->status.error_code())));
-      }
+      const bool accepted = AcceptedByServer(
+          static_cast<absl::StatusCode>(call->status.error_code()));
+      if (throttle != nullptr) throttle->Record(accepted);
+      if (limit != nullptr) limit->Release(call->ticket, accepted);
       if (call->status.ok() &&
           call->response.Length() <
               call->keys * options.dim * options.bytes_per_value()) {
@@ -139,7 +147,8 @@ RunResult SendLookups(const BenchOptions& options,
                              ? std::chrono::nanoseconds(kWakeUpEvery)
                              : std::chrono::nanoseconds(0);
   SteadyClock::time_point next = SteadyClock::now();
-  uint64_t throttled = 0;  // The reaper owns `result` until it is joined.
+  // The reaper owns `result` until it is joined.
+  uint64_t throttled = 0, limited = 0;
   for (uint64_t i = 0;; ++i) {
     SteadyClock::time_point now = SteadyClock::now();
     if (window.Over(now)) break;
@@ -154,7 +163,14 @@ RunResult SendLookups(const BenchOptions& options,
       next += interval;
       continue;
     }
+    std::optional<AdaptiveConcurrencyLimit::Ticket> ticket;
+    if (limit != nullptr && !(ticket = limit->TryAcquire())) {
+      ++limited;  // Beyond the limit: refused here too.
+      next += interval;
+      continue;
+    }
     auto* call = new LookupCall();
+    if (ticket.has_value()) call->ticket = *ticket;
     call->scheduled = open_loop ? next : SteadyClock::now();
     call->keys = static_cast<uint64_t>(batches[i % batches.size()].size());
     call->context.set_deadline(std::chrono::system_clock::now() +
@@ -170,6 +186,7 @@ RunResult SendLookups(const BenchOptions& options,
   queue.Shutdown();
   reaper.join();
   if (throttled > 0) result.errors["THROTTLED"] += throttled;
+  if (limited > 0) result.errors["LIMITED"] += limited;
   return result;
 }
 

@@ -60,6 +60,12 @@ ABSL_FLAG(double, client_throttle_k, 0,
           "once the server refuses for overload, send about this many "
           "requests per accepted one and refuse the rest locally (counted "
           "as THROTTLED); 0 sends every request.");
+ABSL_FLAG(bool, client_concurrency_limit, false,
+          "serving-lookup: bound the lookups in flight as ServingClient's "
+          "adaptive_concurrency_limit does (it grows while answers come and "
+          "shrinks when the server refuses for overload) and refuse the rest "
+          "locally (counted as LIMITED); with --client_throttle_k, a lookup "
+          "must pass both.");
 ABSL_FLAG(double, push_keys_per_s, 100000,
           "freshness: keys pushed per second to the training shards, in "
           "pushes of --batch keys plus one probe key each.");
@@ -135,9 +141,16 @@ absl::StatusOr<BenchOptions> OptionsFromFlags() {
         "--qps must be >= 0 and --push_keys_per_s > 0");
   }
   options.client_throttle_k = absl::GetFlag(FLAGS_client_throttle_k);
+  options.client_concurrency_limit =
+      absl::GetFlag(FLAGS_client_concurrency_limit);
   if (options.client_throttle_k != 0 && !(options.client_throttle_k >= 1)) {
     return absl::InvalidArgumentError(
         "--client_throttle_k must be 0 (off) or >= 1");
+  }
+  if (options.client_concurrency_limit && options.qps == 0) {
+    // A closed loop already bounds what is in flight (--inflight).
+    return absl::InvalidArgumentError(
+        "--client_concurrency_limit needs an open loop (--qps > 0)");
   }
   options.redis = absl::GetFlag(FLAGS_redis);
   options.table = absl::GetFlag(FLAGS_table);

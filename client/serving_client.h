@@ -52,6 +52,15 @@ struct ServingClientOptions {
   // that a flood of callers does not spend the servers' time on refusals.
   // 0 turns it off. Default: 2.
   double throttle_k = 2.0;
+  // A bound on this client's calls in flight, over all the threads that
+  // share it (common/adaptive_concurrency_limit.h): it starts at 16, grows
+  // while the replicas answer and shrinks when they refuse for overload; a
+  // call beyond it fails here at once with RESOURCE_EXHAUSTED. Under
+  // overload the replicas then refuse few calls instead of about as many as
+  // they serve, which on cheap lookups (rows in their cache) costs them
+  // about a third of what they could serve. For a client shared by many
+  // threads; a caller must pass both this and the throttle. Default: false.
+  bool adaptive_concurrency_limit = false;
 };
 
 // A client of the serving PS (strata-serving). Spreads calls over the

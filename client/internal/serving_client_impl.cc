@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -38,6 +39,10 @@ ServingClientImpl::ServingClientImpl(
     throttle.clock = options.clock;
     throttle_ = std::make_unique<AdaptiveThrottle>(throttle);
   }
+  if (options.adaptive_concurrency_limit) {
+    limit_ = std::make_unique<AdaptiveConcurrencyLimit>(
+        AdaptiveConcurrencyLimit::Options());
+  }
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(-1);
   // A restarted replica is found within our backoff, not gRPC's.
@@ -72,6 +77,14 @@ absl::Status ServingClientImpl::WithRetries(
           "throttled by the client: the serving replicas refuse calls for "
           "overload (ServingClientOptions::throttle_k)");
     }
+    std::optional<AdaptiveConcurrencyLimit::Ticket> ticket;
+    if (limit_ != nullptr && !(ticket = limit_->TryAcquire())) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "limited by the client: ", limit_->in_flight(),
+          " calls of this client are in flight to the serving replicas, "
+          "its bound while they refuse calls for overload "
+          "(ServingClientOptions::adaptive_concurrency_limit)"));
+    }
     const bool waits = wait_for_connection[replica];
     grpc::ClientContext context;
     absl::Duration timeout = options_.rpc_timeout;
@@ -84,10 +97,10 @@ absl::Status ServingClientImpl::WithRetries(
     context.set_wait_for_ready(waits);
     AddBearerToken(options_.auth_token, context);
     const grpc::Status status = call(*stubs_[replica], context);
-    if (throttle_ != nullptr) {
-      throttle_->Record(
-          AcceptedByServer(static_cast<absl::StatusCode>(status.error_code())));
-    }
+    const bool accepted =
+        AcceptedByServer(static_cast<absl::StatusCode>(status.error_code()));
+    if (throttle_ != nullptr) throttle_->Record(accepted);
+    if (ticket.has_value()) limit_->Release(*ticket, accepted);
     if (status.ok()) return absl::OkStatus();
     absl::Status error(static_cast<absl::StatusCode>(status.error_code()),
                        absl::StrCat("serving ", options_.endpoints[replica],

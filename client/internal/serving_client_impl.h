@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "client/serving_client.h"
+#include "common/adaptive_concurrency_limit.h"
 #include "common/adaptive_throttle.h"
 #include "grpcpp/security/credentials.h"
 #include "proto/strata.grpc.pb.h"
@@ -42,6 +43,8 @@ class ServingClientImpl final : public ServingClient {
   std::atomic<size_t> next_{0};
   // Null when options.throttle_k is 0.
   std::unique_ptr<AdaptiveThrottle> throttle_;
+  // Null unless options.adaptive_concurrency_limit.
+  std::unique_ptr<AdaptiveConcurrencyLimit> limit_;
 };
 
 }  // namespace client_internal

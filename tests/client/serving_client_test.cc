@@ -17,11 +17,13 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -141,6 +143,88 @@ TEST_F(ServingClientThrottleTest, CallsPastTheirDeadlineAreNotCountedAccepted) {
 TEST_F(ServingClientThrottleTest, WithoutTheThrottleEveryCallIsSent) {
   LookUp(0, 50);
   EXPECT_EQ(service_.calls.load(), 50);
+}
+
+// Holds every lookup until released, as a server whose queue is full does.
+class HoldingServing final : public v1::ServingService::Service {
+ public:
+  grpc::Status Lookup(grpc::ServerContext*, const v1::LookupRequest*,
+                      v1::LookupResponse* response) override {
+    absl::MutexLock lock(&mu);
+    ++held;
+    mu.Await(absl::Condition(&released));
+    response->set_dim(4);
+    for (int i = 0; i < 3 * 4; ++i) response->add_values(1.0f);
+    return grpc::Status::OK;
+  }
+  absl::Mutex mu;
+  int held ABSL_GUARDED_BY(mu) = 0;
+  bool released ABSL_GUARDED_BY(mu) = false;
+};
+
+// With the limit, a client shared by more threads than the limit (16 at
+// the start) sends no more than that at once; the rest fail at once,
+// without reaching the server.
+TEST(ServingClientConcurrencyLimitTest, CallsBeyondTheLimitFailLocally) {
+  HoldingServing service;
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ServingClientOptions options;
+  options.endpoints = {absl::StrCat("127.0.0.1:", port)};
+  options.adaptive_concurrency_limit = true;
+  options.retry_deadline = absl::ZeroDuration();
+  options.rpc_timeout = absl::Seconds(30);
+  auto client = ServingClient::Create(options);
+  ASSERT_TRUE(client.ok()) << client.status();
+  constexpr int kCallers = 20;
+  std::vector<absl::Status> results(kCallers);
+  std::atomic<int> finished{0};
+  std::vector<std::thread> callers;
+  for (int i = 0; i < kCallers; ++i) {
+    callers.emplace_back([&, i] {
+      const std::vector<uint64_t> keys = {1, 2, 3};
+      std::vector<float> rows(keys.size() * 4);
+      results[i] = (*client)->Lookup("t", keys, absl::MakeSpan(rows));
+      ++finished;
+    });
+  }
+  // The calls beyond the limit end while the others are held.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (finished.load() < kCallers - 16 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(finished.load(), kCallers - 16);
+  {
+    absl::MutexLock lock(&service.mu);
+    auto sixteen_held = [&service]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(service.mu) {
+      return service.held == 16;
+    };
+    EXPECT_TRUE(service.mu.AwaitWithTimeout(absl::Condition(&sixteen_held),
+                                            absl::Seconds(30)));
+    EXPECT_EQ(service.held, 16);
+    service.released = true;
+  }
+  for (std::thread& caller : callers) caller.join();
+  int answered = 0, limited = 0;
+  for (const absl::Status& status : results) {
+    if (status.ok()) {
+      ++answered;
+    } else {
+      EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+      EXPECT_NE(status.message().find("limited by the client"),
+                std::string::npos)
+          << status;
+      ++limited;
+    }
+  }
+  EXPECT_EQ(answered, 16);
+  EXPECT_EQ(limited, kCallers - 16);
+  server->Shutdown();
 }
 
 // Answers every lookup with rows of 4 ones.
