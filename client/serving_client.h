@@ -57,9 +57,9 @@ struct ServingClientOptions {
   // while the replicas answer and shrinks when they refuse for overload; a
   // call beyond it fails here at once with RESOURCE_EXHAUSTED. Under
   // overload the replicas then refuse few calls instead of about as many as
-  // they serve, which on cheap lookups (rows in their cache) costs them
-  // about a third of what they could serve. For a client shared by many
-  // threads; a caller must pass both this and the throttle. Default: false.
+  // they serve (a refusal costs them about half a lookup answered from
+  // their row cache). For a client shared by many threads; a call must
+  // pass both this and the throttle. Default: false.
   bool adaptive_concurrency_limit = false;
 };
 
