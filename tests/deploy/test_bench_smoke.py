@@ -116,8 +116,10 @@ def test_overload_run_answers_at_ten_times_capacity_only_with_the_throttle():
             done.stdout
         for load in ("1x", "2x", "10x"):
             assert (nice, load, "raw") in answered, done.stdout
-    # The throttled client keeps the server answering at 10x its capacity.
+    # The throttled and the limited clients keep the server answering at
+    # 10x its capacity.
     assert answered[("10", "10x", "throttled")] > 0, done.stdout
+    assert answered[("10", "10x", "limited")] > 0, done.stdout
 
 
 def test_reshard_run_splits_and_merges_every_row():
