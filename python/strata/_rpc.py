@@ -72,6 +72,23 @@ class _ThrottledLocally(grpc.RpcError):
                 "overload (throttle_k)")
 
 
+class _LimitedLocally(grpc.RpcError):
+    """An attempt past the client's bound on calls in flight: answered like
+    the server's RESOURCE_EXHAUSTED, without a call."""
+
+    def __init__(self, in_flight):
+        super().__init__()
+        self._in_flight = in_flight
+
+    def code(self):
+        return grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def details(self):
+        return (f"limited by the client: {self._in_flight} calls of this "
+                f"client are in flight, its bound while the servers refuse "
+                f"calls for overload (adaptive_concurrency_limit)")
+
+
 class RetryPolicy:
     """Every call has a deadline (`timeout` seconds, retries included).
     UNAVAILABLE and RESOURCE_EXHAUSTED (overloaded) answers are retried on
@@ -101,12 +118,15 @@ class EndpointPool:
     gRPC channels are, and the counters are locked."""
 
     def __init__(self, endpoints, policy, stub_class, follow_primary=False,
-                 throttle=None):
+                 throttle=None, limit=None):
         self.endpoints = parse_endpoints(endpoints)
         self.policy = policy
-        # An AdaptiveThrottle (_throttle.py), or None: an attempt it refuses
-        # ends the call here, without a call to a server and without retry.
+        # An AdaptiveThrottle (_throttle.py) and an AdaptiveConcurrencyLimit
+        # (_concurrency_limit.py), each or both None: an attempt either
+        # refuses ends the call here, without a call to a server and
+        # without retry.
         self._throttle = throttle
+        self._limit = limit
         self._channels = [grpc.insecure_channel(e, options=_CHANNEL_OPTIONS)
                           for e in self.endpoints]
         self._stubs = [stub_class(c) for c in self._channels]
@@ -150,24 +170,35 @@ class EndpointPool:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
+            ticket = None
             try:
                 if self._throttle is not None and not self._throttle.allow():
                     raise _ThrottledLocally()
+                if self._limit is not None:
+                    ticket = self._limit.acquire()
+                    if ticket is None:
+                        raise _LimitedLocally(self._limit.in_flight)
                 response = getattr(self._stubs[index], method)(
                     request, timeout=remaining)
                 if self._throttle is not None:
                     self._throttle.record(True)
+                if ticket is not None:
+                    self._limit.release(ticket, True)
+                    ticket = None
                 self._note_primary(index)
                 return response
             except grpc.RpcError as e:
                 code = e.code()
-                if isinstance(e, _ThrottledLocally):
+                if isinstance(e, (_ThrottledLocally, _LimitedLocally)):
                     # Ends the call: retrying would only draw again until
                     # one draw let it through.
                     last_unavailable = (e, endpoint)
                     break
                 if self._throttle is not None:
                     self._throttle.record(code not in _NOT_ACCEPTED)
+                if ticket is not None:
+                    self._limit.release(ticket, code not in _NOT_ACCEPTED)
+                    ticket = None
                 primary = (redirected_primary(e.details())
                            if code == grpc.StatusCode.FAILED_PRECONDITION
                            else None)
@@ -190,6 +221,9 @@ class EndpointPool:
                     break  # The deadline ran out while retrying.
                 else:
                     raise from_rpc_error(e, endpoint) from None
+            finally:
+                if ticket is not None:  # ended by another exception
+                    self._limit.cancel(ticket)
             if (attempt + 1) % n == 0:
                 pause = min(backoff * random.uniform(0.5, 1.0),
                             deadline - time.monotonic())

@@ -5,6 +5,7 @@ import numpy as np
 
 from ._keys import as_keys
 from ._proto import strata_pb2, strata_pb2_grpc
+from ._concurrency_limit import AdaptiveConcurrencyLimit
 from ._rpc import EndpointPool, RetryPolicy
 from ._throttle import AdaptiveThrottle
 from .errors import InternalError, InvalidArgumentError
@@ -19,6 +20,11 @@ class ServingClient:
     `timeout` seconds (retries included). While the replicas refuse calls
     for overload, the client sends about `throttle_k` calls per accepted one
     and fails the other attempts itself, without a call (0 turns that off).
+    With `adaptive_concurrency_limit=True` it also bounds its calls in
+    flight over all threads sharing it (from 16, growing while answered,
+    shrinking on refusals) and fails calls past the bound itself: the
+    replicas then refuse few calls under overload. Off by default: a client
+    shared by more than 16 threads would fail calls while the bound grows.
     With `fp16=True` the rows travel as IEEE half floats: half the bytes,
     about three significant digits; lookup() still returns float32.
     Errors raise StrataError subclasses (errors.py). Thread-safe.
@@ -30,14 +36,16 @@ class ServingClient:
 
     def __init__(self, endpoints, timeout=5.0, initial_backoff=0.05,
                  max_backoff=1.0, backoff_multiplier=2.0, throttle_k=2.0,
-                 fp16=False):
+                 fp16=False, adaptive_concurrency_limit=False):
         policy = RetryPolicy(timeout, initial_backoff, max_backoff,
                              backoff_multiplier)
         throttle = AdaptiveThrottle(throttle_k) if throttle_k else None
+        limit = (AdaptiveConcurrencyLimit() if adaptive_concurrency_limit
+                 else None)
         self._encoding = strata_pb2.FLOAT16 if fp16 else strata_pb2.FLOAT32
         self._pool = EndpointPool(endpoints, policy,
                                   strata_pb2_grpc.ServingServiceStub,
-                                  throttle=throttle)
+                                  throttle=throttle, limit=limit)
 
     @property
     def endpoints(self):

@@ -3,13 +3,16 @@ ServingClient against an in-process gRPC server (a fake servicer at the gRPC
 seam) that refuses every call for overload, as an overloaded strata-serving
 does."""
 
+import threading
+import time
 from concurrent import futures
 
 import grpc
 import pytest
 
 import strata
-from strata._proto import strata_pb2_grpc
+from strata._concurrency_limit import AdaptiveConcurrencyLimit
+from strata._proto import strata_pb2, strata_pb2_grpc
 from strata._throttle import AdaptiveThrottle
 
 
@@ -184,3 +187,115 @@ def test_answers_past_their_deadline_also_close_the_throttle(
     assert late + throttled == 200
     assert 0 < servicer.calls < 40, servicer.calls
     assert throttled >= 160, throttled
+
+
+# The bound on calls in flight (adaptive_concurrency_limit).
+
+def test_the_bound_admits_up_to_its_limit_then_refuses():
+    limit = AdaptiveConcurrencyLimit(initial_limit=4)
+    tickets = [limit.acquire() for _ in range(4)]
+    assert all(t is not None for t in tickets)
+    assert limit.acquire() is None
+    limit.release(tickets[0], True)
+    assert limit.acquire() is not None
+    assert limit.acquire() is None
+
+
+def test_refusals_of_one_window_lower_the_bound_once():
+    limit = AdaptiveConcurrencyLimit(initial_limit=8, backoff=0.5)
+    tickets = [limit.acquire() for _ in range(8)]
+    for ticket in tickets:
+        limit.release(ticket, False)
+    assert limit.limit == 4
+    later = limit.acquire()
+    limit.release(later, False)
+    assert limit.limit == 2
+
+
+def test_the_bound_settles_near_what_the_server_holds():
+    limit = AdaptiveConcurrencyLimit()
+    capacity, at_server = 5, []
+    accepted = refused = 0
+    for _ in range(20000):
+        while True:
+            ticket = limit.acquire()
+            if ticket is None:
+                break
+            if len(at_server) < capacity:
+                at_server.append(ticket)
+            else:
+                limit.release(ticket, False)
+                refused += 1
+        if at_server:
+            limit.release(at_server.pop(0), True)
+            accepted += 1
+    assert 3 <= limit.limit <= 2 * capacity
+    assert refused < accepted / 5
+
+
+class HoldingServicer(strata_pb2_grpc.ServingServiceServicer):
+    """Holds every lookup until released, as a server whose queue is
+    full does."""
+
+    def __init__(self):
+        self.held = 0
+        self.condition = threading.Condition()
+        self.released = False
+
+    def Lookup(self, request, context):
+        with self.condition:
+            self.held += 1
+            self.condition.notify_all()
+            self.condition.wait_for(lambda: self.released, timeout=60)
+        return strata_pb2.LookupResponse(
+            dim=4, values=[1.0] * (4 * len(request.keys)))
+
+
+def test_calls_past_the_bound_fail_in_the_client():
+    servicer = HoldingServicer()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
+    strata_pb2_grpc.add_ServingServiceServicer_to_server(servicer, server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    results = []
+    lock = threading.Lock()
+    try:
+        client = strata.ServingClient(f"127.0.0.1:{port}", timeout=30,
+                                      adaptive_concurrency_limit=True)
+
+        def call():
+            try:
+                rows = client.lookup("t", [1, 2, 3])
+                outcome = ("answered", rows.shape)
+            except strata.StrataError as e:
+                outcome = ("failed", str(e))
+            with lock:
+                results.append(outcome)
+
+        callers = [threading.Thread(target=call) for _ in range(20)]
+        for caller in callers:
+            caller.start()
+        # The four past the bound of 16 end while the others are held.
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with lock:
+                if len(results) >= 4:
+                    break
+            time.sleep(0.005)
+        with servicer.condition:
+            assert servicer.condition.wait_for(lambda: servicer.held == 16,
+                                               timeout=30)
+            assert len(results) == 4, results
+            servicer.released = True
+            servicer.condition.notify_all()
+        for caller in callers:
+            caller.join(timeout=60)
+        client.close()
+    finally:
+        server.stop(None)
+    answered = [r for r in results if r[0] == "answered"]
+    failed = [r for r in results if r[0] == "failed"]
+    assert len(answered) == 16 and all(r[1] == (3, 4) for r in answered)
+    assert len(failed) == 4
+    assert all("limited by the client" in r[1] for r in failed), failed
+    assert servicer.held == 16
