@@ -131,14 +131,21 @@ class RefusingServing(strata_pb2_grpc.ServingServiceServicer):
                       "overloaded: 4 lookups wait already")
 
 
-@pytest.fixture
-def refusing_server():
-    servicer = RefusingServing()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+def serve(servicer, threads):
+    """An in-process gRPC server of `servicer` on a free loopback port:
+    (server, "127.0.0.1:port")."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=threads))
     strata_pb2_grpc.add_ServingServiceServicer_to_server(servicer, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    yield servicer, f"127.0.0.1:{port}"
+    return server, f"127.0.0.1:{port}"
+
+
+@pytest.fixture
+def refusing_server():
+    servicer = RefusingServing()
+    server, address = serve(servicer, threads=2)
+    yield servicer, address
     server.stop(None)
 
 
@@ -253,14 +260,11 @@ class HoldingServicer(strata_pb2_grpc.ServingServiceServicer):
 
 def test_calls_past_the_bound_fail_in_the_client():
     servicer = HoldingServicer()
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
-    strata_pb2_grpc.add_ServingServiceServicer_to_server(servicer, server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
+    server, address = serve(servicer, threads=32)
     results = []
     lock = threading.Lock()
     try:
-        client = strata.ServingClient(f"127.0.0.1:{port}", timeout=30,
+        client = strata.ServingClient(address, timeout=30,
                                       adaptive_concurrency_limit=True)
 
         def call():
