@@ -42,9 +42,14 @@ class AdaptiveConcurrencyLimit:
             return ticket
 
     def release(self, ticket, accepted):
+        """Ends the call of `ticket`. `accepted`: whether the server
+        accepted it (not a refusal for overload, not late); None when the
+        call got no answer to learn from (the caller's own exception)."""
         number, busy = ticket
         with self._lock:
             self._in_flight -= 1
+            if accepted is None:
+                return
             if accepted:
                 if busy:
                     self._limit = min(self._max, self._limit + 1 / self._limit)
@@ -53,13 +58,6 @@ class AdaptiveConcurrencyLimit:
                 return
             self._limit = max(self._min, self._limit * self._backoff)
             self._first_ticket_to_decrease = self._next_ticket
-
-    def cancel(self, ticket):
-        """Ends a call that got no answer to learn from (the caller's own
-        exception): only no longer in flight."""
-        del ticket
-        with self._lock:
-            self._in_flight -= 1
 
     @property
     def limit(self):

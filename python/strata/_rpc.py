@@ -60,33 +60,20 @@ def parse_endpoints(endpoints):
     return result
 
 
-class _ThrottledLocally(grpc.RpcError):
-    """An attempt the client's throttle refused: answered like the server's
-    RESOURCE_EXHAUSTED, without a call."""
+class _RefusedLocally(grpc.RpcError):
+    """An attempt the client refused itself (its throttle, or its bound on
+    calls in flight): answered like the server's RESOURCE_EXHAUSTED,
+    without a call."""
 
-    def code(self):
-        return grpc.StatusCode.RESOURCE_EXHAUSTED
-
-    def details(self):
-        return ("throttled by the client: the servers refuse calls for "
-                "overload (throttle_k)")
-
-
-class _LimitedLocally(grpc.RpcError):
-    """An attempt past the client's bound on calls in flight: answered like
-    the server's RESOURCE_EXHAUSTED, without a call."""
-
-    def __init__(self, in_flight):
+    def __init__(self, details):
         super().__init__()
-        self._in_flight = in_flight
+        self._details = details
 
     def code(self):
         return grpc.StatusCode.RESOURCE_EXHAUSTED
 
     def details(self):
-        return (f"limited by the client: {self._in_flight} calls of this "
-                f"client are in flight, its bound while the servers refuse "
-                f"calls for overload (adaptive_concurrency_limit)")
+        return self._details
 
 
 class RetryPolicy:
@@ -171,34 +158,39 @@ class EndpointPool:
             if remaining <= 0:
                 break
             ticket = None
+            # The answer as the throttle and the bound count it; None
+            # while there is none (another exception ends the attempt).
+            accepted = None
             try:
                 if self._throttle is not None and not self._throttle.allow():
-                    raise _ThrottledLocally()
+                    raise _RefusedLocally(
+                        "throttled by the client: the servers refuse calls "
+                        "for overload (throttle_k)")
                 if self._limit is not None:
                     ticket = self._limit.acquire()
                     if ticket is None:
-                        raise _LimitedLocally(self._limit.in_flight)
+                        raise _RefusedLocally(
+                            f"limited by the client: {self._limit.in_flight} "
+                            f"calls of this client are in flight, its bound "
+                            f"while the servers refuse calls for overload "
+                            f"(adaptive_concurrency_limit)")
                 response = getattr(self._stubs[index], method)(
                     request, timeout=remaining)
+                accepted = True
                 if self._throttle is not None:
                     self._throttle.record(True)
-                if ticket is not None:
-                    self._limit.release(ticket, True)
-                    ticket = None
                 self._note_primary(index)
                 return response
             except grpc.RpcError as e:
                 code = e.code()
-                if isinstance(e, (_ThrottledLocally, _LimitedLocally)):
+                if isinstance(e, _RefusedLocally):
                     # Ends the call: retrying would only draw again until
                     # one draw let it through.
                     last_unavailable = (e, endpoint)
                     break
+                accepted = code not in _NOT_ACCEPTED
                 if self._throttle is not None:
-                    self._throttle.record(code not in _NOT_ACCEPTED)
-                if ticket is not None:
-                    self._limit.release(ticket, code not in _NOT_ACCEPTED)
-                    ticket = None
+                    self._throttle.record(accepted)
                 primary = (redirected_primary(e.details())
                            if code == grpc.StatusCode.FAILED_PRECONDITION
                            else None)
@@ -222,8 +214,8 @@ class EndpointPool:
                 else:
                     raise from_rpc_error(e, endpoint) from None
             finally:
-                if ticket is not None:  # ended by another exception
-                    self._limit.cancel(ticket)
+                if ticket is not None:
+                    self._limit.release(ticket, accepted)
             if (attempt + 1) % n == 0:
                 pause = min(backoff * random.uniform(0.5, 1.0),
                             deadline - time.monotonic())

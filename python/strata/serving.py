@@ -3,9 +3,9 @@
 import grpc
 import numpy as np
 
+from ._concurrency_limit import AdaptiveConcurrencyLimit
 from ._keys import as_keys
 from ._proto import strata_pb2, strata_pb2_grpc
-from ._concurrency_limit import AdaptiveConcurrencyLimit
 from ._rpc import EndpointPool, RetryPolicy
 from ._throttle import AdaptiveThrottle
 from .errors import InternalError, InvalidArgumentError
