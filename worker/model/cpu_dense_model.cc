@@ -204,12 +204,8 @@ class CpuDenseModel final : public DenseModel {
     // padding columns but their results there are never used, so the
     // buffer is not cleared (a 27 x 16 x 1040 batch is 1.8 MB a step).
     vectors_.resize(static_cast<size_t>(vectors()) * dim * stride);
-    const float* bottom = bottom_out_.back().data();
-    for (int i = 0; i < n; ++i) {
-      for (int d = 0; d < dim; ++d) {
-        vectors_[d * stride + i] = bottom[i * dim + d];
-      }
-    }
+    model_internal::TransposeFloats(bottom_out_.back().data(), dim, n, dim,
+                                    vectors_.data(), stride);
     // Pooled kTileExamples examples at a time into tile_ (example-major),
     // then each row's piece of the tile written whole: written straight into
     // the feature-major rows, each value was a store to its own cache line.
@@ -224,25 +220,42 @@ class CpuDenseModel final : public DenseModel {
           const uint32_t begin = batch.offsets[slot];
           const uint32_t end = batch.offsets[slot + 1];
           for (uint32_t k = begin; k < end; ++k) {
+            PrefetchRowAhead</*rw=*/0>(batch, batch.embeddings.data(), k);
             const float* row = batch.embeddings.data() +
                                static_cast<size_t>(batch.rows[k]) * dim;
             for (int d = 0; d < dim; ++d) pooled[d] += row[d];
           }
           const float scale = PoolingScale(begin, end);
+          if (scale == 1.0f) continue;
           for (int d = 0; d < dim; ++d) pooled[d] *= scale;
         }
       }
       for (int f = 0; f < fields; ++f) {
+        float* out = &vectors_[(f + 1) * dim * stride + first];
+        // The next tile's piece of each row, on its own cache line and
+        // within the row (its stride has a tile of padding): too many rows
+        // are walked at once for the hardware to fetch ahead.
         for (int d = 0; d < dim; ++d) {
-          float* out = &vectors_[((f + 1) * dim + d) * stride + first];
-          // The next tile's piece of this row, on its own cache line and
-          // within the row (its stride has a tile of padding): too many rows
-          // are walked at once for the hardware to fetch ahead.
-          __builtin_prefetch(out + kTileExamples, /*rw=*/1);
-          for (int j = 0; j < count; ++j) out[j] = TileVector(j, f)[d];
+          __builtin_prefetch(out + d * stride + kTileExamples, /*rw=*/1);
         }
+        model_internal::TransposeFloats(TileVector(0, f), fields * dim, count,
+                                        dim, out, stride);
       }
     }
+  }
+
+  // The row of key occurrence k + kRowsAhead of `rows` (dim floats per
+  // row), fetched while occurrence k is summed: the rows a batch's slots
+  // name are scattered over all its pulled rows (a megabyte at the default
+  // shape), past the L1 and often the L2 cache.
+  static constexpr uint32_t kRowsAhead = 16;
+  template <int kWrite>
+  void PrefetchRowAhead(const ModelBatch& batch, const float* rows,
+                        uint32_t k) const {
+    if (k + kRowsAhead >= batch.rows.size()) return;
+    __builtin_prefetch(rows + static_cast<size_t>(batch.rows[k + kRowsAhead]) *
+                                  config_.embedding_dim,
+                       kWrite);
   }
 
   // Examples pooled or scattered at once: a tile of the default model's 26
@@ -374,13 +387,13 @@ class CpuDenseModel final : public DenseModel {
     for (int first = 0; first < n; first += kTileExamples) {
       const int count = std::min(kTileExamples, n - first);
       for (int f = 0; f < fields; ++f) {
+        const float* in = &vector_grad_[(f + 1) * dim * stride_ + first];
+        // As in PoolEmbeddings.
         for (int d = 0; d < dim; ++d) {
-          const float* in =
-              &vector_grad_[((f + 1) * dim + d) * stride_ + first];
-          // As in PoolEmbeddings.
-          __builtin_prefetch(in + kTileExamples);
-          for (int j = 0; j < count; ++j) TileVector(j, f)[d] = in[j];
+          __builtin_prefetch(in + d * stride_ + kTileExamples);
         }
+        model_internal::TransposeFloats(in, stride_, dim, count,
+                                        TileVector(0, f), fields * dim);
       }
       for (int j = 0; j < count; ++j) {
         for (int f = 0; f < fields; ++f) {
@@ -390,9 +403,14 @@ class CpuDenseModel final : public DenseModel {
           const float scale = PoolingScale(begin, end);
           const float* g = TileVector(j, f);
           for (uint32_t k = begin; k < end; ++k) {
+            PrefetchRowAhead</*rw=*/1>(batch, row_gradients, k);
             float* out =
                 row_gradients + static_cast<size_t>(batch.rows[k]) * dim;
-            for (int d = 0; d < dim; ++d) out[d] += scale * g[d];
+            if (scale == 1.0f) {
+              for (int d = 0; d < dim; ++d) out[d] += g[d];
+            } else {
+              for (int d = 0; d < dim; ++d) out[d] += scale * g[d];
+            }
           }
         }
       }
@@ -410,12 +428,8 @@ class CpuDenseModel final : public DenseModel {
     ScatterRowGradients(batch, row_gradients);
     // d(bottom output): the first dim rows of vector_grad_, transposed back.
     bottom_grad_.resize(static_cast<size_t>(n) * dim);
-    for (int i = 0; i < n; ++i) {
-      for (int d = 0; d < dim; ++d) {
-        bottom_grad_[static_cast<size_t>(i) * dim + d] =
-            vector_grad_[static_cast<size_t>(d) * stride_ + i];
-      }
-    }
+    model_internal::TransposeFloats(vector_grad_.data(), stride_, dim, n,
+                                    bottom_grad_.data(), dim);
     BackwardMlp(layout_.bottom, n, batch.dense.data(), false, bottom_out_,
                 &bottom_grad_, dense_gradients, nullptr);
   }

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -182,6 +183,33 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DotInteractionKernelTest,
                                   "_examples" +
                                   std::to_string(info.param.examples);
                          });
+
+// Each float lands at its transposed place, and nothing outside the
+// destination's rows x cols block is written: shapes with and without
+// partial 4 x 4 blocks, between arrays wider than the block.
+TEST(TransposeFloatsTest, MovesEachFloatAndNothingElse) {
+  constexpr float kUntouched = -7.0f;
+  for (const auto& [rows, cols] : std::vector<std::pair<int, int>>{
+           {1, 1}, {4, 4}, {3, 5}, {16, 16}, {17, 13}, {1024, 16}, {16, 3}}) {
+    SCOPED_TRACE(std::to_string(rows) + " x " + std::to_string(cols));
+    const size_t src_stride = cols + 3;
+    const size_t dst_stride = rows + 5;
+    std::vector<float> src(rows * src_stride);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<float>(i);
+    std::vector<float> dst(cols * dst_stride + 2, kUntouched);
+    TransposeFloats(src.data(), src_stride, rows, cols, dst.data(), dst_stride);
+    for (int c = 0; c < cols; ++c) {
+      for (size_t r = 0; r < dst_stride; ++r) {
+        const float want = r < static_cast<size_t>(rows)
+                               ? src[r * src_stride + c]
+                               : kUntouched;
+        ASSERT_EQ(dst[c * dst_stride + r], want) << "row " << r << " col " << c;
+      }
+    }
+    EXPECT_EQ(dst[cols * dst_stride], kUntouched);
+    EXPECT_EQ(dst[cols * dst_stride + 1], kUntouched);
+  }
+}
 
 }  // namespace
 }  // namespace model_internal

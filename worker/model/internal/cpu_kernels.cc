@@ -4,6 +4,10 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__SSE2__)
+#include <xmmintrin.h>
+#endif
+
 // On x86-64 with GCC, each kernel is built three times: for x86-64-v4
 // (AVX-512), for x86-64-v3 (AVX2 and FMA) and for the baseline, and the
 // first call picks the best one this CPU runs. The versions differ in more
@@ -315,6 +319,49 @@ const std::vector<InteractionKernels>& SupportedInteractionKernels() {
   static const std::vector<InteractionKernels>* const kernels =
       new std::vector<InteractionKernels>(FindSupportedKernels());
   return *kernels;
+}
+
+namespace {
+
+// The floats of rows [first_row, rows) and columns [first_col, cols) that
+// the blocks did not move, one at a time.
+void TransposeRest(const float* src, size_t src_stride, int first_row, int rows,
+                   int first_col, int cols, float* dst, size_t dst_stride) {
+  for (int r = first_row; r < rows; ++r) {
+    for (int c = first_col; c < cols; ++c) {
+      dst[c * dst_stride + r] = src[r * src_stride + c];
+    }
+  }
+}
+
+}  // namespace
+
+void TransposeFloats(const float* src, size_t src_stride, int rows, int cols,
+                     float* dst, size_t dst_stride) {
+#if defined(__SSE2__)
+  const int block_rows = rows / 4 * 4;
+  const int block_cols = cols / 4 * 4;
+  for (int r = 0; r < block_rows; r += 4) {
+    const float* in = src + r * src_stride;
+    for (int c = 0; c < block_cols; c += 4) {
+      __m128 row0 = _mm_loadu_ps(in + c);
+      __m128 row1 = _mm_loadu_ps(in + src_stride + c);
+      __m128 row2 = _mm_loadu_ps(in + 2 * src_stride + c);
+      __m128 row3 = _mm_loadu_ps(in + 3 * src_stride + c);
+      _MM_TRANSPOSE4_PS(row0, row1, row2, row3);
+      float* out = dst + c * dst_stride + r;
+      _mm_storeu_ps(out, row0);
+      _mm_storeu_ps(out + dst_stride, row1);
+      _mm_storeu_ps(out + 2 * dst_stride, row2);
+      _mm_storeu_ps(out + 3 * dst_stride, row3);
+    }
+  }
+  TransposeRest(src, src_stride, 0, block_rows, block_cols, cols, dst,
+                dst_stride);
+  TransposeRest(src, src_stride, block_rows, rows, 0, cols, dst, dst_stride);
+#else
+  TransposeRest(src, src_stride, 0, rows, 0, cols, dst, dst_stride);
+#endif
 }
 
 void DotInteractionBatch(const float* vt, int count, int dim, int n,
