@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "client/ps_client.h"
 #include "common/status_macros.h"
 #include "worker/data/criteo_format.h"
+#include "worker/training/key_index.h"
 
 namespace strata {
 
@@ -28,17 +28,12 @@ namespace {
 
 // Fills unique_keys, offsets and rows of `batch` from its examples' keys.
 void IndexKeys(PreparedBatch* batch) {
-  const std::vector<uint64_t>& keys = batch->examples.keys;
-  absl::flat_hash_map<uint64_t, uint32_t> index;
-  index.reserve(keys.size());
-  batch->unique_keys.clear();
-  batch->rows.resize(keys.size());
-  for (size_t k = 0; k < keys.size(); ++k) {
-    auto [it, inserted] = index.try_emplace(
-        keys[k], static_cast<uint32_t>(batch->unique_keys.size()));
-    if (inserted) batch->unique_keys.push_back(keys[k]);
-    batch->rows[k] = it->second;
-  }
+  // One per indexing thread (the pipeline's, an evaluation's), kept from
+  // batch to batch.
+  thread_local KeyIndex index;
+  batch->rows.resize(batch->examples.keys.size());
+  index.Index(batch->examples.keys, &batch->unique_keys,
+              absl::MakeSpan(batch->rows));
   // Key k is key k of the batch: the model's (example, field) slots are the
   // batch's own.
   batch->offsets = batch->examples.field_offsets;

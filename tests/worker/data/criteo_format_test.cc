@@ -81,6 +81,15 @@ TEST(CriteoFormatTest, DenseTransformIsLogOnePlusClampedValue) {
   EXPECT_FLOAT_EQ(CriteoDenseTransform(1000000), std::log(1000001.0));
 }
 
+// Small counts come from a table: the same floats as computing them, on
+// both sides of the table's end.
+TEST(CriteoFormatTest, DenseTransformIsTheSameFloatForEveryCount) {
+  for (int64_t x = 0; x < 5000; ++x) {
+    const float want = static_cast<float>(std::log1p(static_cast<double>(x)));
+    ASSERT_EQ(CriteoDenseTransform(x), want) << x;
+  }
+}
+
 TEST(CriteoFormatTest, HexIsCaseInsensitive) {
   CriteoExample lower;
   CriteoExample upper;
