@@ -3,8 +3,8 @@
 # one run: Strata with 1 worker + 1 shard, Strata with 2 workers + 2 shards,
 # and TensorFlow/Keras in one process (embeddings inside TF; bench/
 # keras_dlrm.py). Prints a markdown table (samples/s, CPU seconds per 1,000
-# samples of every process of the run, held-out AUC, ratios to Keras) and
-# writes it to $OUT_DIR/training.md.
+# samples of every process of the run over its training, evaluations left
+# out; held-out AUC; ratios to Keras) and writes it to $OUT_DIR/training.md.
 #
 # Usage: bench/run_training.sh [BUILD_DIR]      (default: ./build)
 # Environment (defaults in brackets):
@@ -110,15 +110,27 @@ strata_run() {
       2>"$WORK/r$RUN_ID.w$rank.log" &
     pids+=($!)
   done
+  # The shards' CPU is read when every worker has said its training is
+  # done, before the held-out evaluation's pulls (Keras's figure leaves out
+  # its evaluation too); or at the end, should a worker exit first.
+  local shard_cpu_end=""
+  while [[ -z "$shard_cpu_end" ]]; do
+    if [[ $(grep -l "training done at step" "$WORK"/r$RUN_ID.w*.log 2>/dev/null |
+      wc -l) -eq $n ]] || ! kill -0 "${pids[@]}" 2>/dev/null; then
+      shard_cpu_end=$(shard_cpu_seconds)
+    else
+      sleep 0.02
+    fi
+  done
   for pid in "${pids[@]}"; do
     wait "$pid" || { cat "$WORK"/r$RUN_ID.w*.log >&2; exit 1; }
   done
   local shard_cpu
-  shard_cpu=$(awk -v a="$shard_cpu_start" -v b="$(shard_cpu_seconds)" \
+  shard_cpu=$(awk -v a="$shard_cpu_start" -v b="$shard_cpu_end" \
     'BEGIN { print b - a }')
   stop_shards
-  # CPU per 1,000 samples: every worker's training loop and the shards while
-  # the workers ran (their final evaluation's pulls included).
+  # CPU per 1,000 samples: every worker's training loop and the shards
+  # until the workers' training ended.
   read -r RATE AUC CPU < <(python3 - "$shard_cpu" "$WORK"/r$RUN_ID.w*.json <<'PY'
 import json, sys
 results = [json.load(open(path)) for path in sys.argv[2:]]

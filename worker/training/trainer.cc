@@ -410,6 +410,10 @@ absl::StatusOr<TrainingResult> Trainer::Run() {
   result.seconds = absl::ToDoubleSeconds(options_.clock->Now() - start);
   result.cpu_seconds = ProcessCpuSeconds() - cpu_start;
   if (!options_.eval_files.empty()) {
+    // A large held-out set takes a while; the line also marks where the
+    // training's CPU time ends for whoever measures it from outside.
+    STRATA_LOG(INFO, "worker")
+        << "training done at step " << step_ << "; evaluating";
     auto evaluated = Evaluate();
     if (!evaluated.ok()) return evaluated.status();
     result.eval = *evaluated;
