@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "common/default_init_allocator.h"
 #include "worker/data/criteo_reader.h"
 #include "worker/data/shuffle_window.h"
 #include "worker/model/dense_model.h"
@@ -44,8 +45,8 @@ struct PreparedBatch {
   std::vector<uint32_t> offsets;  // examples.size() * num_fields + 1
   std::vector<uint32_t> rows;     // into unique_keys
   // unique_keys.size() x embedding_dim; a narrower table's rows padded
-  // with zeros.
-  std::vector<float> embeddings;
+  // with zeros. Not zeroed when sized: the pull writes every value.
+  std::vector<float, DefaultInitAllocator<float>> embeddings;
   // With several tables: the table of each unique key (an index into
   // FieldTables::names). Empty with one table.
   std::vector<int> key_tables;
