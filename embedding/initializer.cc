@@ -76,9 +76,10 @@ void NormalsBaseline(uint64_t row_seed, uint64_t counter, double* z) {
 }
 
 #ifdef STRATA_AVX512_NORMALS
-// The same draws with the uniforms' 64-bit multiplies eight lanes at a time
-// and one call each of the eight-wide log and cos: half a new row's cost
-// on a training shard was the SSE path's.
+// The same draws, with the uniforms' 64-bit multiplies vectorized (AVX-512
+// has them) and one call each of the eight-wide log and cos: about 0.6x the
+// SSE path's time per row (BM_InitializerFill), where new rows were a tenth
+// of a training shard's CPU.
 __attribute__((target("arch=x86-64-v4"))) void NormalsV4(uint64_t row_seed,
                                                          uint64_t counter,
                                                          double* z) {
