@@ -112,14 +112,16 @@ strata_run() {
   done
   # The shards' CPU is read when every worker has said its training is
   # done, before the held-out evaluation's pulls (Keras's figure leaves out
-  # its evaluation too); or at the end, should a worker exit first.
+  # its evaluation too); or at the end, should a worker exit first. Polled
+  # every 0.1 s: the evaluation takes longer, and the polling's own
+  # processes take CPU from the run.
   local shard_cpu_end=""
   while [[ -z "$shard_cpu_end" ]]; do
     if [[ $(grep -l "training done at step" "$WORK"/r$RUN_ID.w*.log 2>/dev/null |
       wc -l) -eq $n ]] || ! kill -0 "${pids[@]}" 2>/dev/null; then
       shard_cpu_end=$(shard_cpu_seconds)
     else
-      sleep 0.02
+      sleep 0.1
     fi
   done
   for pid in "${pids[@]}"; do
