@@ -7,7 +7,6 @@
 #include "client/ps_client.h"
 #include "common/status_macros.h"
 #include "worker/data/criteo_format.h"
-#include "worker/training/key_index.h"
 
 namespace strata {
 
@@ -27,10 +26,7 @@ ModelBatch PreparedBatch::View() const {
 namespace {
 
 // Fills unique_keys, offsets and rows of `batch` from its examples' keys.
-void IndexKeys(PreparedBatch* batch) {
-  // One per indexing thread (the pipeline's, an evaluation's), kept from
-  // batch to batch.
-  thread_local KeyIndex index;
+void IndexKeys(KeyIndex& index, PreparedBatch* batch) {
   batch->rows.resize(batch->examples.keys.size());
   index.Index(batch->examples.keys, &batch->unique_keys,
               absl::MakeSpan(batch->rows));
@@ -127,8 +123,8 @@ absl::Status PullWideTerm(PsClient& ps, const std::string& wide_table,
 
 absl::Status IndexAndPull(PsClient& ps, const FieldTables& tables,
                           int embedding_dim, const std::string& wide_table,
-                          PreparedBatch* batch) {
-  IndexKeys(batch);
+                          KeyIndex* key_index, PreparedBatch* batch) {
+  IndexKeys(*key_index, batch);
   STRATA_RETURN_IF_ERROR(SetKeyTables(tables, batch));
   STRATA_RETURN_IF_ERROR(PullRows(ps, tables, embedding_dim, batch));
   if (wide_table.empty()) return absl::OkStatus();
@@ -248,7 +244,7 @@ absl::StatusOr<std::unique_ptr<PreparedBatch>> BatchPipeline::Produce() {
   batch->epoch = epoch_;
   if (absl::Status s =
           IndexAndPull(*options_.ps, options_.tables, options_.embedding_dim,
-                       options_.wide_table, batch.get());
+                       options_.wide_table, &key_index_, batch.get());
       !s.ok()) {
     return s;
   }

@@ -16,6 +16,7 @@
 #include "worker/data/criteo_reader.h"
 #include "worker/data/shuffle_window.h"
 #include "worker/model/dense_model.h"
+#include "worker/training/key_index.h"
 
 namespace strata {
 
@@ -65,10 +66,11 @@ struct PreparedBatch {
 // from their fields' `tables` (dimension `embedding_dim`; one pull per
 // table); with a `wide_table` (dim 1), also their weights, each example's
 // summed into wide_logits (every key of every field once per occurrence).
-// What training and evaluation both do.
+// What training and evaluation both do; `key_index` numbers the keys and is
+// kept by the caller from batch to batch.
 absl::Status IndexAndPull(PsClient& ps, const FieldTables& tables,
                           int embedding_dim, const std::string& wide_table,
-                          PreparedBatch* batch);
+                          KeyIndex* key_index, PreparedBatch* batch);
 
 // The keys of one table and their values (dim floats each).
 struct TableRows {
@@ -146,6 +148,7 @@ class BatchPipeline {
 
   std::unique_ptr<CriteoReader> reader_;    // used by one thread at a time
   std::unique_ptr<ShuffleWindow> shuffle_;  // with a shuffle_window
+  KeyIndex key_index_;                      // used by one thread at a time
   int epoch_ = 0;
   int64_t skipped_ = 0;
 

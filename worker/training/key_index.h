@@ -9,8 +9,8 @@
 
 namespace strata {
 
-// Numbers the distinct keys of a batch in order of first appearance. One
-// index is kept for all the batches a thread indexes: a fresh hash map per
+// Numbers the distinct keys of a batch in order of first appearance. Its
+// owner keeps one for all the batches it indexes: a fresh hash map per
 // batch (26k keys at the default shape) paid for its allocation and for
 // clearing its control bytes on every step, and its inserts waited on cache
 // misses that this table fetches ahead. Not thread-safe.

@@ -27,12 +27,13 @@ absl::Status Trainer::PredictSlice(size_t begin, size_t end,
                                    std::vector<float>* predictions) {
   const size_t chunk = static_cast<size_t>(options_.train.batch_size);
   PreparedBatch batch;
+  KeyIndex key_index;
   for (size_t first = begin; first < end; first += chunk) {
     const size_t last = std::min(end, first + chunk);
     SliceExamples(*eval_data_, first, last, &batch.examples);
     if (absl::Status s = IndexAndPull(*pull_ps(), field_tables_,
                                       options_.model.embedding_dim,
-                                      options_.wide_table, &batch);
+                                      options_.wide_table, &key_index, &batch);
         !s.ok()) {
       return s;
     }
