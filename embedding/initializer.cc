@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "common/cpu_versions.h"
 #include "common/hash.h"
 
 // glibc's vector math library (libmvec): log and cos of two (SSE) or eight
@@ -15,19 +16,12 @@
 extern "C" __m128d _ZGVbN2v_log(__m128d);
 extern "C" __m128d _ZGVbN2v_cos(__m128d);
 #define STRATA_VECTOR_NORMALS 1
-// Sanitizer builds keep the SSE path only, as the CPU model's kernels do.
-#if defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+// The AVX-512 path where common/cpu_versions.h builds x86 versions.
+#if STRATA_X86_VERSIONS
 extern "C" __m512d _ZGVeN8v_log(__m512d);
 extern "C" __m512d _ZGVeN8v_cos(__m512d);
 #define STRATA_AVX512_NORMALS 1
 #endif
-#endif
-
-#if defined(__GNUC__)
-#define STRATA_INITIALIZER_INLINE inline __attribute__((always_inline))
-#else
-#define STRATA_INITIALIZER_INLINE inline
 #endif
 
 namespace strata {
@@ -36,7 +30,7 @@ namespace {
 // Uniform draw `counter` (from 1) of the row whose seed is `row_seed`: in
 // [0, 1) with 24 random bits. A counter-based generator: the i-th draw of a
 // row depends on (row, i) only.
-STRATA_INITIALIZER_INLINE float UniformAt(uint64_t row_seed, uint64_t counter) {
+STRATA_ALWAYS_INLINE float UniformAt(uint64_t row_seed, uint64_t counter) {
   const uint64_t bits = Mix64(row_seed + 0x632BE59BD9B4E019ull * counter);
   return static_cast<float>(bits >> 40) * (1.0f / 16777216.0f);
 }
@@ -47,9 +41,8 @@ STRATA_INITIALIZER_INLINE float UniformAt(uint64_t row_seed, uint64_t counter) {
 // and counter + 2k + 2.
 constexpr int kNormalsAtOnce = 8;
 
-STRATA_INITIALIZER_INLINE void DrawUniformPairs(uint64_t row_seed,
-                                                uint64_t counter, double* u1,
-                                                double* angle) {
+STRATA_ALWAYS_INLINE void DrawUniformPairs(uint64_t row_seed, uint64_t counter,
+                                           double* u1, double* angle) {
   for (int k = 0; k < kNormalsAtOnce; ++k) {
     u1[k] = UniformAt(row_seed, counter + 2 * k + 1);
     if (u1[k] < 1e-12) u1[k] = 1e-12;

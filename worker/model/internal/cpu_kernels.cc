@@ -4,30 +4,18 @@
 #include <cstring>
 #include <vector>
 
+#include "common/cpu_versions.h"
+
 #if defined(__SSE2__)
 #include <xmmintrin.h>
 #endif
 
-// On x86-64 with GCC, each kernel is built three times: for x86-64-v4
-// (AVX-512), for x86-64-v3 (AVX2 and FMA) and for the baseline, and the
-// first call picks the best one this CPU runs. The versions differ in more
-// than their instructions (the v4 one holds a block in one register and
-// keeps more sums at once), so they are written out rather than left to
-// target_clones. Sanitizer builds keep the baseline only.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
-#define STRATA_X86_VERSIONS 1
-#else
-#define STRATA_X86_VERSIONS 0
-#endif
-
-// The helpers below must be inlined into each version of their caller:
-// called out of line, they would run as the baseline build whatever the CPU.
-#if defined(__GNUC__)
-#define STRATA_KERNEL_INLINE inline __attribute__((always_inline))
-#else
-#define STRATA_KERNEL_INLINE inline
-#endif
+// Each kernel is built for x86-64-v4, x86-64-v3 and the baseline where
+// common/cpu_versions.h says so. The versions differ in more than their
+// instructions (the v4 one holds a block in one register and keeps more sums
+// at once), so they are written out rather than left to target_clones. The
+// helpers below are STRATA_ALWAYS_INLINE, so that each version inlines its
+// own.
 
 namespace strata {
 namespace model_internal {
@@ -38,7 +26,7 @@ namespace {
 constexpr int kBlock = 16;
 
 // Index of pair (a, b), a < b, in (0,1), (0,2), .., (count-2, count-1).
-STRATA_KERNEL_INLINE size_t PairIndex(int a, int b, int count) {
+STRATA_ALWAYS_INLINE size_t PairIndex(int a, int b, int count) {
   return static_cast<size_t>(a) * count - static_cast<size_t>(a) * (a + 1) / 2 +
          (b - a - 1);
 }
@@ -55,17 +43,17 @@ typedef float Float16 __attribute__((vector_size(16 * sizeof(float))));
 struct Halves8 {
   Float8 lo, hi;
 
-  static STRATA_KERNEL_INLINE Halves8 Load(const float* p) {
+  static STRATA_ALWAYS_INLINE Halves8 Load(const float* p) {
     Halves8 v;
     std::memcpy(&v.lo, p, sizeof(v.lo));
     std::memcpy(&v.hi, p + 8, sizeof(v.hi));
     return v;
   }
-  STRATA_KERNEL_INLINE void Store(float* p) const {
+  STRATA_ALWAYS_INLINE void Store(float* p) const {
     std::memcpy(p, &lo, sizeof(lo));
     std::memcpy(p + 8, &hi, sizeof(hi));
   }
-  STRATA_KERNEL_INLINE void AddProduct(const Halves8& x, const Halves8& y) {
+  STRATA_ALWAYS_INLINE void AddProduct(const Halves8& x, const Halves8& y) {
     lo += x.lo * y.lo;
     hi += x.hi * y.hi;
   }
@@ -75,15 +63,15 @@ struct Halves8 {
 struct Whole16 {
   Float16 v;
 
-  static STRATA_KERNEL_INLINE Whole16 Load(const float* p) {
+  static STRATA_ALWAYS_INLINE Whole16 Load(const float* p) {
     Whole16 w;
     std::memcpy(&w.v, p, sizeof(w.v));
     return w;
   }
-  STRATA_KERNEL_INLINE void Store(float* p) const {
+  STRATA_ALWAYS_INLINE void Store(float* p) const {
     std::memcpy(p, &v, sizeof(v));
   }
-  STRATA_KERNEL_INLINE void AddProduct(const Whole16& x, const Whole16& y) {
+  STRATA_ALWAYS_INLINE void AddProduct(const Whole16& x, const Whole16& y) {
     v += x.v * y.v;
   }
 };
@@ -106,7 +94,7 @@ class CompactBlock {
         rows_(rows) {}
 
   // Copies columns [first, first + kBlock) of vt's rows.
-  STRATA_KERNEL_INLINE void CopyFrom(const float* vt, size_t stride,
+  STRATA_ALWAYS_INLINE void CopyFrom(const float* vt, size_t stride,
                                      size_t first) {
     // The next block's piece of each row (one cache line on) is fetched
     // ahead: the hardware does not follow hundreds of rows walked at once.
@@ -117,7 +105,7 @@ class CompactBlock {
       std::memcpy(data_ + r * kBlock, row, kBlock * sizeof(float));
     }
   }
-  STRATA_KERNEL_INLINE const float* row(size_t r) const {
+  STRATA_ALWAYS_INLINE const float* row(size_t r) const {
     return data_ + r * kBlock;
   }
 
@@ -130,7 +118,7 @@ class CompactBlock {
 // The dots of pairs (a, b), .., (a, b + kPairs - 1) for one full block: a's
 // component is loaded once for kPairs products rather than once for each.
 template <typename V, int kPairs>
-STRATA_KERNEL_INLINE void DotPairs(const CompactBlock& block, int a, int b,
+STRATA_ALWAYS_INLINE void DotPairs(const CompactBlock& block, int a, int b,
                                    int dim, size_t stride, float* first_out) {
   V sums[kPairs] = {};
   for (int d = 0; d < dim; ++d) {
@@ -145,7 +133,7 @@ STRATA_KERNEL_INLINE void DotPairs(const CompactBlock& block, int a, int b,
 // One full block of kBlock examples starting at column `first`; the sums
 // live in registers. The pairs of one a are consecutive output rows.
 template <typename V, int kPairsAtOnce>
-STRATA_KERNEL_INLINE void DotBlock(const CompactBlock& block, int count,
+STRATA_ALWAYS_INLINE void DotBlock(const CompactBlock& block, int count,
                                    int dim, size_t stride, size_t first,
                                    float* dots) {
   size_t pair = 0;
@@ -165,7 +153,7 @@ STRATA_KERNEL_INLINE void DotBlock(const CompactBlock& block, int count,
 // leaves room to round the last block up (padding columns are computed and
 // ignored).
 template <typename V, int kPairsAtOnce>
-STRATA_KERNEL_INLINE void Forward(const float* vt, int count, int dim, int n,
+STRATA_ALWAYS_INLINE void Forward(const float* vt, int count, int dim, int n,
                                   size_t stride, float* dots) {
   CompactBlock block(static_cast<size_t>(count) * dim);
   for (int first = 0; first < n; first += kBlock) {
@@ -179,7 +167,7 @@ STRATA_KERNEL_INLINE void Forward(const float* vt, int count, int dim, int n,
 // loaded once per kComponents components rather than once per component.
 // `pair_offsets[b]` is where the row of pair (a, b) starts in ddots.
 template <typename V, int kComponents>
-STRATA_KERNEL_INLINE void DotBackwardComponents(
+STRATA_ALWAYS_INLINE void DotBackwardComponents(
     const CompactBlock& block, const float* ddots, const size_t* pair_offsets,
     int count, int a, int dim, int d, size_t stride, size_t first, float* dvt) {
   V sums[kComponents] = {};
@@ -204,7 +192,7 @@ STRATA_KERNEL_INLINE void DotBackwardComponents(
 // vector and the pairs' gradients, 29 KB for the default model) can stay
 // in the L1 cache.
 template <typename V, int kComponentsAtOnce>
-STRATA_KERNEL_INLINE void DotBackwardBlock(const CompactBlock& block,
+STRATA_ALWAYS_INLINE void DotBackwardBlock(const CompactBlock& block,
                                            const float* ddots, int count,
                                            int dim, size_t stride, size_t first,
                                            const size_t* pair_offsets,
@@ -226,7 +214,7 @@ STRATA_KERNEL_INLINE void DotBackwardBlock(const CompactBlock& block,
 }
 
 template <typename V, int kComponentsAtOnce>
-STRATA_KERNEL_INLINE void Backward(const float* vt, const float* ddots,
+STRATA_ALWAYS_INLINE void Backward(const float* vt, const float* ddots,
                                    int count, int dim, int n, size_t stride,
                                    float* dvt) {
   std::vector<size_t> pair_offsets(static_cast<size_t>(count) * count);
