@@ -19,10 +19,10 @@
 # loops. Every lookup carries an online caller's deadline (TIMEOUT_MS);
 # latency counts from each request's scheduled start. On a machine of 2 or
 # more cores the daemons run on core 0 and the generator on core 1, so that
-# the generator does not take the server's CPU. Lookups draw their keys from POOL batches of 1000 (about
-# 4 draws a row by default; strata-bench's own 16 would look up the same
-# 16,000 rows again and again), and nothing is measured until the load's
-# flushes and compactions are over.
+# the generator does not take the server's CPU. Lookups draw their keys
+# from POOL batches of 1000 (about 4 draws a row by default; strata-bench's
+# own 16 would look up the same 16,000 rows again and again), and nothing
+# is measured until the load's flushes and compactions are over.
 #
 # Usage: bench/run_overload.sh [BUILD_DIR]
 # Environment: ROUNDS [3], DURATION_S [8], WARMUP_S [3], NUM_KEYS [200000],
