@@ -23,7 +23,9 @@ sockaddr_in LoopbackAddress(int port) {
   return address;
 }
 
-// Copies from `from` to `to` until either side closes.
+// Copies from `from` to `to` until either side closes. Sends with
+// MSG_NOSIGNAL: a Cut() or the peer may close `to` mid-copy, and that must end
+// this pump, not kill the test with SIGPIPE.
 void Pump(int from, int to) {
   char buffer[16384];
   while (true) {
@@ -31,7 +33,7 @@ void Pump(int from, int to) {
     if (n <= 0) break;
     ssize_t sent = 0;
     while (sent < n) {
-      const ssize_t w = ::write(to, buffer + sent, n - sent);
+      const ssize_t w = ::send(to, buffer + sent, n - sent, MSG_NOSIGNAL);
       if (w <= 0) break;
       sent += w;
     }
