@@ -27,6 +27,7 @@ class TcpProxy {
   absl::Status Start();
   // "127.0.0.1:<port>".
   std::string address() const;
+  int port() const { return port_; }
   void Cut();
   void Restore();
 

@@ -49,7 +49,9 @@ class SilentServer {
         pollfd ready{listener_, POLLIN, 0};
         if (::poll(&ready, 1, 20) <= 0) continue;
         const int fd = ::accept(listener_, nullptr, nullptr);
-        if (fd >= 0) accepted_.push_back(fd);
+        if (fd < 0) continue;
+        accepted_.push_back(fd);
+        connections_.fetch_add(1);
       }
     });
   }
@@ -60,11 +62,14 @@ class SilentServer {
     ::close(listener_);
   }
   int port() const { return port_; }
+  // Connections accepted so far.
+  int connections() const { return connections_.load(); }
 
  private:
   int listener_ = -1;
   int port_ = 0;
   std::atomic<bool> stopping_{false};
+  std::atomic<int> connections_{0};
   std::thread acceptor_;
   std::vector<int> accepted_;  // only the acceptor thread touches it
 };
@@ -78,11 +83,6 @@ int ConnectTo(int port) {
   EXPECT_EQ(
       ::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)), 0);
   return fd;
-}
-
-int ProxyPort(const TcpProxy& proxy) {
-  const std::string address = proxy.address();
-  return std::stoi(address.substr(address.rfind(':') + 1));
 }
 
 // Sends without blocking until the kernel takes no more: every buffer on the
@@ -115,7 +115,7 @@ TEST(TcpProxyTest, ACutWhileAPumpIsBlockedInASendClosesTheConnection) {
   // Several rounds: each has a pump blocked sending to the silent server
   // when the cut comes.
   for (int round = 0; round < 5; ++round) {
-    const int client = ConnectTo(ProxyPort(proxy));
+    const int client = ConnectTo(proxy.port());
     ASSERT_TRUE(FillUntilStalled(client)) << "round " << round;
     proxy.Cut();
     EXPECT_TRUE(WaitUntil([&] { return PeerClosed(client); }, absl::Seconds(10),
@@ -131,12 +131,15 @@ TEST(TcpProxyTest, ACutConnectionIsRefusedUntilRestored) {
   TcpProxy proxy("127.0.0.1", server.port());
   ASSERT_THAT(proxy.Start(), IsOk());
   proxy.Cut();
-  const int refused = ConnectTo(ProxyPort(proxy));
+  const int refused = ConnectTo(proxy.port());
   EXPECT_TRUE(WaitUntil([&] { return PeerClosed(refused); }, absl::Seconds(10),
                         absl::Milliseconds(5)));
   ::close(refused);
+  EXPECT_EQ(server.connections(), 0) << "a cut proxy reached the server";
   proxy.Restore();
-  const int forwarded = ConnectTo(ProxyPort(proxy));
+  const int forwarded = ConnectTo(proxy.port());
+  EXPECT_TRUE(WaitUntil([&] { return server.connections() == 1; },
+                        absl::Seconds(10), absl::Milliseconds(5)));
   const std::string hello = "hello";
   EXPECT_EQ(::send(forwarded, hello.data(), hello.size(), MSG_NOSIGNAL),
             static_cast<ssize_t>(hello.size()));
