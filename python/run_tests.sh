@@ -30,7 +30,7 @@ fi
 py="$venv/bin/python"
 "$py" -m pip install -q --disable-pip-version-check \
   "grpcio>=1.62,<2" "grpcio-tools>=1.62,<2" "protobuf>=4.25,<8" \
-  "numpy>=1.23,<3" "pytest>=7,<10" "scikit-learn>=1.3,<2"
+  "numpy>=1.23,<3" "pytest>=7,<10" "pytest-xdist>=3,<4" "scikit-learn>=1.3,<2"
 
 build_tf_ops() {
   local cache="$build_dir/CMakeCache.txt" lock=()
@@ -77,7 +77,12 @@ STRATA_BUILD_DIR="$build_dir" STRATA_TF_OPS="${STRATA_PYTHON_TF:-1}" \
 
 export STRATA_BIN_DIR="${STRATA_BIN_DIR:-$build_dir/bin}"
 status=0
-"$py" -m pytest python/tests -q -p no:cacheprovider "$@" || status=$?
+# One pytest worker per core, at most four (STRATA_PYTEST_JOBS overrides;
+# PYTEST_ARGS "-n 0" runs in one process). Most cases wait on daemons and
+# subprocesses, so on two cores two workers take about 55% of one's time.
+# Each worker starts its own session fixtures (clusters on free ports).
+jobs="${STRATA_PYTEST_JOBS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
+"$py" -m pytest python/tests -q -p no:cacheprovider -n "$jobs" "$@" || status=$?
 if [[ $status -eq 5 ]]; then
   echo "run_tests.sh: pytest collected no tests" >&2
 fi

@@ -26,12 +26,17 @@ py="$venv/bin/python"
 # kubernetes: its typed models check every manifest field offline (kubectl
 # cannot: it needs an API server to validate).
 "$py" -m pip install -q --disable-pip-version-check \
-  "pyyaml>=6,<7" "pytest>=7,<10" "kubernetes>=29,<40" "grpcio-tools>=1.62,<2" \
-  "scikit-learn>=1.3,<2"
+  "pyyaml>=6,<7" "pytest>=7,<10" "pytest-xdist>=3,<4" "kubernetes>=29,<40" \
+  "grpcio-tools>=1.62,<2" "scikit-learn>=1.3,<2"
 
 export STRATA_BIN_DIR="${STRATA_BIN_DIR:-$build_dir/bin}"
 status=0
-"$py" -m pytest tests/deploy -q -p no:cacheprovider -rs "$@" || status=$?
+# One pytest worker per core, at most four (STRATA_PYTEST_JOBS overrides;
+# PYTEST_ARGS "-n 0" runs in one process). Most cases wait on daemons and
+# subprocesses, so on two cores two workers take about 55% of one's time.
+# Each worker starts its own session fixtures (clusters on free ports).
+jobs="${STRATA_PYTEST_JOBS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
+"$py" -m pytest tests/deploy -q -p no:cacheprovider -n "$jobs" -rs "$@" || status=$?
 if [[ $status -eq 5 ]]; then
   echo "tests/deploy/run_tests.sh: pytest collected no tests" >&2
 fi
