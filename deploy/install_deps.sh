@@ -20,9 +20,8 @@ packages=(
   # tests/thread_safety/check.py: clang's thread-safety analysis;
   # tests/fuzz/run.sh: libFuzzer targets.
   clang-14 libfuzzer-14-dev
-  # The linker CMakeLists.txt picks: it links the tests' binaries about
-  # three times faster than GNU ld.
-  lld-14
+  # ld.lld, the linker CMakeLists.txt picks when the compiler takes it.
+  lld
   # deploy/local/strata-local reads cluster files with it; strata-plot
   # (stratactl plot) draws with matplotlib.
   python3 python3-yaml python3-matplotlib
