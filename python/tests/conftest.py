@@ -9,6 +9,14 @@ import pytest
 from strata_cluster import Cluster, binary
 
 
+def pytest_configure(config):
+    # tests/run_pytest.sh runs the cases marked so one at a time, after the
+    # others have run spread over pytest-xdist's workers.
+    config.addinivalue_line(
+        "markers", "exclusive: asserts on timing or throughput that need the "
+        "machine's cores to itself; run alone, after the others")
+
+
 @pytest.fixture(scope="session")
 def shard_addresses():
     """Two training shards (strata-server), in shard-index order."""

@@ -191,6 +191,8 @@ def test_bad_ids_raise_value_error(client, keys):
         client.lookup("srv_users", keys)
 
 
+# Exclusive: each lookup past a dead endpoint must take under 2 s.
+@pytest.mark.exclusive
 def test_round_robin_over_a_list_of_endpoints(serving_address, trained):
     keys = trained.keys[:20]
     expected = trained.expected["srv_users"][:20]
@@ -211,6 +213,8 @@ def test_round_robin_over_a_list_of_endpoints(serving_address, trained):
                 assert time.monotonic() - start < 2.0
 
 
+# Exclusive: it bounds the wall time of a 1 s deadline (0.8-3 s).
+@pytest.mark.exclusive
 def test_dead_endpoint_raises_unavailable_after_the_deadline():
     dead = f"127.0.0.1:{free_port()}"
     with strata.ServingClient(dead, timeout=1.0) as client:

@@ -10,6 +10,7 @@ from concurrent import futures
 
 import grpc
 import numpy as np
+import pytest
 
 import strata
 from strata._proto import strata_pb2, strata_pb2_grpc
@@ -38,6 +39,8 @@ class SlowShard(strata_pb2_grpc.ParameterServerServicer):
         return strata_pb2.PullResponse(batches=batches)
 
 
+# Exclusive: it bounds the pull's wall time (1.4-5 s for a 1.5 s answer).
+@pytest.mark.exclusive
 def test_a_slow_pull_is_waited_for_and_sent_once():
     shard = SlowShard(delay=1.5)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))

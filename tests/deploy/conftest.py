@@ -5,6 +5,14 @@ import pytest
 import k8s_manifests as m
 
 
+def pytest_configure(config):
+    # tests/run_pytest.sh runs the cases marked so one at a time, after the
+    # others have run spread over pytest-xdist's workers.
+    config.addinivalue_line(
+        "markers", "exclusive: asserts on timing or throughput that need the "
+        "machine's cores to itself; run alone, after the others")
+
+
 @pytest.fixture
 def run_dir(tmp_path):
     """A strata-local run directory with an empty data/ folder; whatever

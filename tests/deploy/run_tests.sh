@@ -31,12 +31,9 @@ py="$venv/bin/python"
 
 export STRATA_BIN_DIR="${STRATA_BIN_DIR:-$build_dir/bin}"
 status=0
-# One pytest worker per core, at most four (STRATA_PYTEST_JOBS overrides;
-# PYTEST_ARGS "-n 0" runs in one process). Most cases wait on daemons and
-# subprocesses, so on two cores two workers take about 55% of one's time.
-# Each worker starts its own session fixtures (clusters on free ports).
-jobs="${STRATA_PYTEST_JOBS:-$(( $(nproc) < 4 ? $(nproc) : 4 ))}"
-"$py" -m pytest tests/deploy -q -p no:cacheprovider -n "$jobs" -rs "$@" || status=$?
+# Most cases spread over pytest-xdist workers, those marked `exclusive`
+# after them, one at a time (tests/run_pytest.sh).
+"$repo/tests/run_pytest.sh" "$py" tests/deploy "$@" || status=$?
 if [[ $status -eq 5 ]]; then
   echo "tests/deploy/run_tests.sh: pytest collected no tests" >&2
 fi
