@@ -71,7 +71,7 @@ set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 # One (shared) CUDA runtime for our kernels, our host code, cuBLAS and NCCL.
 set(CMAKE_CUDA_RUNTIME_LIBRARY Shared)
 if(CCACHE_PROGRAM)
-  set(CMAKE_CUDA_COMPILER_LAUNCHER "${CCACHE_PROGRAM}")
+  set(CMAKE_CUDA_COMPILER_LAUNCHER ${STRATA_CCACHE_LAUNCHER})
 endif()
 enable_language(CUDA)
 find_package(CUDAToolkit REQUIRED)

@@ -30,11 +30,6 @@ done
 
 "$root/deploy/install_deps.sh"
 
-# The same ccache keys as deploy/build.sh's, for the builds that do not go
-# through it (the fuzzers, the TensorFlow op library).
-export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$root}"
-export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-true}"
-
 # Prints a stage's name and the seconds since the start, so that a slow
 # stage shows in the log.
 started=$SECONDS

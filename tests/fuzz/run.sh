@@ -37,7 +37,11 @@ declare -A targets=(
 # (ccache does not cache a command that compiles several sources and
 # links), so that a build whose sources did not change only links.
 compile=("$cxx")
-command -v ccache >/dev/null && compile=(ccache "$cxx")
+# The same ccache keys as CMakeLists.txt's: relative to the checkout, without
+# the working directory.
+command -v ccache >/dev/null && compile=(
+  env "CCACHE_BASEDIR=${CCACHE_BASEDIR:-$root}"
+  "CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-true}" ccache "$cxx")
 
 build_target() {  # build_target NAME
   local name=$1 source path objects=()
